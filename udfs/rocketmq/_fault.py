@@ -1,0 +1,249 @@
+"""``FaultItem`` and ``LatencyFaultToleranceImpl`` (ROCKETMQ.md §2)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, replace
+
+from udfs.rocketmq import _index
+from udfs.rocketmq._java import string_hash
+from udfs.rocketmq._profiles import Profile, not_available_duration
+
+DETECT_INTERVAL_MS = 2000
+"""5.x ``detectInterval``: how long the detector waits before probing an item again."""
+
+
+@dataclass(frozen=True)
+class FaultItem:
+    """One broker's entry in the fault table.
+
+    ``start_timestamp`` is the moment the broker becomes usable again; ``updated_at`` is the
+    event time of the update this item reflects; ``check_stamp`` is the 5.x detector's next
+    probe time.
+    """
+
+    name: str
+    current_latency: int
+    start_timestamp: int
+    reachable: bool = True
+    updated_at: int = 0
+    check_stamp: int = 0
+
+    def is_available(self, now_ms: int) -> bool:
+        """``FaultItem.isAvailable``: inclusive at ``start_timestamp`` in every profile (5.2.0+
+        ignores the reachable flag)."""
+        return now_ms >= self.start_timestamp
+
+    def sort_key(self, now_ms: int) -> tuple[bool, int, int]:
+        """``FaultItem.compareTo`` as a key: available first, then lower latency, then earlier
+        ``start_timestamp``."""
+        return (not self.is_available(now_ms), self.current_latency, self.start_timestamp)
+
+
+class _ConcurrentHashMapOrder:
+    """The iteration order of ``new ConcurrentHashMap<String, FaultItem>(16)``.
+
+    Java iterates bins in index order and each bin in list order; a new key goes to the tail of
+    its bin; the table (32 bins) doubles when it holds 3/4 of its capacity, and a resize keeps the
+    tail run of each bin and reverses the rest. That order decides ties in 4.9.7
+    ``pickOneAtLeast`` and feeds the 4.7.1 / 5.x shuffles. Tree bins (8 or more colliding names
+    in a table of 64 or more) are not reproduced.
+    """
+
+    def __init__(self, capacity: int = 32, names: Iterable[str] = ()) -> None:
+        self.capacity = capacity
+        self._bins: dict[int, list[str]] = {}
+        for name in names:
+            self._bins.setdefault(self._bin(name, capacity), []).append(name)
+
+    @staticmethod
+    def _bin(name: str, capacity: int) -> int:
+        h = string_hash(name)
+        return ((h ^ ((h & 0xFFFFFFFF) >> 16)) & 0x7FFFFFFF) & (capacity - 1)
+
+    def add(self, name: str, size_after: int) -> None:
+        self._bins.setdefault(self._bin(name, self.capacity), []).append(name)
+        if size_after >= self.capacity - (self.capacity >> 2):
+            self._resize()
+
+    def remove(self, name: str) -> None:
+        bucket = self._bins[self._bin(name, self.capacity)]
+        bucket.remove(name)
+
+    def _resize(self) -> None:
+        n = self.capacity
+        bins: dict[int, list[str]] = {}
+        for index, bucket in self._bins.items():
+            bits = [self._bin(name, 2 * n) >= n for name in bucket]
+            run = len(bucket) - 1
+            while run > 0 and bits[run - 1] == bits[-1]:
+                run -= 1
+            low = [name for name, hi in zip(bucket[:run], bits, strict=False) if not hi][::-1]
+            high = [name for name, hi in zip(bucket[:run], bits, strict=False) if hi][::-1]
+            (high if bits and bits[-1] else low).extend(bucket[run:])
+            if low:
+                bins[index] = low
+            if high:
+                bins[index + n] = high
+        self._bins = bins
+        self.capacity = 2 * n
+
+    def __iter__(self) -> Iterator[str]:
+        for index in sorted(self._bins):
+            yield from self._bins[index]
+
+
+class FaultTable:
+    """``LatencyFaultToleranceImpl`` plus ``MQFaultStrategy.updateFaultItem`` for one profile.
+
+    ``worst_index`` is the ``whichItemWorst`` round-robin state (None: drawn from ``rng`` on
+    first use). ``rng`` also drives the 4.7.1 and 5.x shuffles in :meth:`pick_one_at_least`.
+
+    Every ``now_ms`` is an event time. An update older than the item it would replace is ignored
+    (faultline's last-writer-wins rule; RocketMQ's own clock never runs backwards).
+
+    >>> from udfs.rocketmq import PROFILES
+    >>> t = FaultTable(PROFILES["rocketmq-4.9"], worst_index=0)
+    >>> t.report("broker-a", 600, isolation=False, now_ms=1_000).start_timestamp
+    31000
+    >>> t.is_available("broker-a", 30_999), t.is_available("broker-a", 31_000)
+    (False, True)
+    >>> t.report("broker-a", 20, isolation=False, now_ms=2_000).start_timestamp  # 4.x overwrites
+    2000
+    """
+
+    def __init__(
+        self,
+        profile: Profile,
+        *,
+        worst_index: int | None = None,
+        rng: random.Random | None = None,
+        items: Iterable[FaultItem] = (),
+        capacity: int = 32,
+    ) -> None:
+        self.profile = profile
+        self.worst_index = worst_index
+        self.rng = rng
+        self._items: dict[str, FaultItem] = {item.name: item for item in items}
+        self._order = _ConcurrentHashMapOrder(capacity, self._items)
+
+    @property
+    def capacity(self) -> int:
+        """The simulated ``ConcurrentHashMap`` table size; pass it back to restore the order."""
+        return self._order.capacity
+
+    def __iter__(self) -> Iterator[FaultItem]:
+        """The items in ``ConcurrentHashMap`` iteration order."""
+        return (self._items[name] for name in self._order)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get(self, broker: str) -> FaultItem | None:
+        return self._items.get(broker)
+
+    def update(
+        self,
+        broker: str,
+        latency_ms: int,
+        not_available_ms: int,
+        now_ms: int,
+        reachable: bool = True,
+    ) -> FaultItem | None:
+        """``LatencyFaultTolerance.updateFaultItem``: overwrite (4.x) or extend-only (5.x).
+
+        Returns the new item, or None when the update is older than the item's ``updated_at``.
+        4.x has no reachable flag: its items are always reachable.
+        """
+        old = self._items.get(broker)
+        if old is not None and now_ms < old.updated_at:
+            return None
+        if self.profile.line == "5":
+            start = old.start_timestamp if old is not None else 0
+            if not_available_ms > 0 and now_ms + not_available_ms > start:
+                start = now_ms + not_available_ms
+            item = FaultItem(
+                broker,
+                latency_ms,
+                start,
+                reachable,
+                now_ms,
+                old.check_stamp if old is not None else 0,
+            )
+        else:
+            item = FaultItem(broker, latency_ms, now_ms + not_available_ms, True, now_ms)
+        self._items[broker] = item
+        if old is None:
+            self._order.add(broker, len(self._items))
+        return item
+
+    def report(
+        self,
+        broker: str,
+        latency_ms: int,
+        isolation: bool,
+        now_ms: int,
+        reachable: bool = True,
+    ) -> FaultItem | None:
+        """``MQFaultStrategy.updateFaultItem`` with the latency fault switch on: the duration is
+        looked up for the measured latency, or for the profile's substitute when ``isolation``;
+        the item keeps the measured latency."""
+        duration = not_available_duration(self.profile, latency_ms, isolation)
+        return self.update(broker, latency_ms, duration, now_ms, reachable)
+
+    def is_available(self, broker: str, now_ms: int) -> bool:
+        """Brokers without an entry are available."""
+        item = self._items.get(broker)
+        return item is None or item.is_available(now_ms)
+
+    def is_reachable(self, broker: str) -> bool:
+        """5.x ``isReachable``: the flag, true for brokers without an entry."""
+        item = self._items.get(broker)
+        return item is None or item.reachable
+
+    def remove(self, broker: str | None) -> None:
+        """``remove(name)``; None raises like ``ConcurrentHashMap.remove(null)``."""
+        if broker is None:
+            raise TypeError("NullPointerException: ConcurrentHashMap.remove(null)")
+        if self._items.pop(broker, None) is not None:
+            self._order.remove(broker)
+
+    def pick_one_at_least(self, now_ms: int) -> str | None:
+        """``pickOneAtLeast`` per profile (ROCKETMQ.md §2); None for an empty table (5.x: when no
+        item is reachable)."""
+        items = list(self)
+        if not items:
+            return None
+        line = self.profile.line
+        if line != "4.9":
+            self._shuffle(items)
+        if line == "5":
+            return next((item.name for item in items if item.reachable), None)
+        items.sort(key=lambda item: item.sort_key(now_ms))
+        half = len(items) // 2
+        if half <= 0:
+            return items[0].name
+        self.worst_index, value = _index.advance(line, self.worst_index, self.rng)
+        return items[value % half].name
+
+    def detect_round(self, now_ms: int, probe: Callable[[str], bool | None]) -> None:
+        """One 5.x detector round: every item whose ``check_stamp`` has passed is probed.
+        ``probe(broker)`` answers None when the address is unknown (the item is removed), True
+        when the broker answered (the item becomes reachable) or False. The detector never marks
+        an item unreachable."""
+        for item in list(self):
+            if now_ms < item.check_stamp:
+                continue
+            stamped = replace(item, check_stamp=now_ms + DETECT_INTERVAL_MS)
+            self._items[item.name] = stamped
+            answer = probe(item.name)
+            if answer is None:
+                self.remove(item.name)
+            elif answer:
+                self._items[item.name] = replace(stamped, reachable=True)
+
+    def _shuffle(self, items: list[FaultItem]) -> None:
+        if self.rng is None:
+            raise ValueError("pickOneAtLeast shuffles here: give the FaultTable a seeded rng")
+        self.rng.shuffle(items)
