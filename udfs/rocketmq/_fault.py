@@ -244,6 +244,8 @@ class FaultTable:
                 self._items[item.name] = replace(stamped, reachable=True)
 
     def _shuffle(self, items: list[FaultItem]) -> None:
+        if len(items) < 2:
+            return
         if self.rng is None:
             raise ValueError("pickOneAtLeast shuffles here: give the FaultTable a seeded rng")
         self.rng.shuffle(items)
