@@ -1,0 +1,154 @@
+"""Column names and types of the parsed events and of every output table (SPEC §3-§4), as
+pyarrow schemas. The Spark layer and the Delta sink derive their schemas from these."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+EVENT_KINDS = ("send_result", "consume_result", "route", "heartbeat")
+
+EVENTS = pa.schema(
+    [
+        ("kind", pa.string()),
+        ("event_id", pa.string()),
+        ("event_time", pa.int64()),
+        ("cluster", pa.string()),
+        ("producer_id", pa.string()),
+        ("producer_group", pa.string()),
+        ("client_profile", pa.string()),
+        ("latency_fault_enable", pa.bool_()),
+        ("topic", pa.string()),
+        ("broker_name", pa.string()),
+        ("queue_id", pa.int32()),
+        ("latency_ms", pa.int64()),
+        ("outcome", pa.string()),
+        ("response_code", pa.int32()),
+        ("attempt", pa.int32()),
+        ("max_attempts", pa.int32()),
+        ("mode", pa.string()),
+        ("message_id", pa.string()),
+        ("body_size", pa.int64()),
+        ("delay_level", pa.int32()),
+        ("redelivery_count", pa.int32()),
+        ("consumer_group", pa.string()),
+        ("origin_message_id", pa.string()),
+        ("reconsume_times", pa.int32()),
+        ("status", pa.string()),
+        ("max_reconsume_times", pa.int32()),
+        ("brokers_json", pa.string()),
+        ("properties", pa.map_(pa.string(), pa.string())),
+        ("raw", pa.string()),
+        ("origin", pa.string()),
+        ("ingest_ms", pa.int64()),
+    ]
+)
+"""A valid event as the stateful step receives it (``brokers_json``: a route's brokers)."""
+
+_QUEUE = pa.struct([("broker_name", pa.string()), ("queue_id", pa.int32())])
+_ISOLATED = pa.struct([("broker_name", pa.string()), ("until", pa.int64())])
+
+TABLES: dict[str, pa.Schema] = {
+    "fault_items": pa.schema(
+        [
+            ("scope", pa.string()),
+            ("scope_key", pa.string()),
+            ("cluster", pa.string()),
+            ("broker_name", pa.string()),
+            ("event_id", pa.string()),
+            ("event_time", pa.int64()),
+            ("latency_ms", pa.int64()),
+            ("isolation", pa.bool_()),
+            ("reachable", pa.bool_()),
+            ("not_available_ms", pa.int64()),
+            ("available_from", pa.int64()),
+            ("profile", pa.string()),
+            ("outcome", pa.string()),
+            ("phase", pa.string()),
+            ("producer_id", pa.string()),
+        ]
+    ),
+    "broker_decisions": pa.schema(
+        [
+            ("scope", pa.string()),
+            ("scope_key", pa.string()),
+            ("cluster", pa.string()),
+            ("broker_name", pa.string()),
+            ("decision", pa.string()),
+            ("effective_at", pa.int64()),
+            ("available_from", pa.int64()),
+            ("reason", pa.string()),
+            ("cause_event_id", pa.string()),
+            ("profile", pa.string()),
+        ]
+    ),
+    "routing_decisions": pa.schema(
+        [
+            ("event_id", pa.string()),
+            ("scope", pa.string()),
+            ("scope_key", pa.string()),
+            ("cluster", pa.string()),
+            ("producer_id", pa.string()),
+            ("topic", pa.string()),
+            ("message_id", pa.string()),
+            ("failed_broker", pa.string()),
+            ("attempt", pa.int32()),
+            ("selected_broker", pa.string()),
+            ("selected_queue_id", pa.int32()),
+            ("rule", pa.string()),
+            ("profile", pa.string()),
+            ("decided_at", pa.int64()),
+            ("rewritten", pa.bool_()),
+            ("removed_broker", pa.string()),
+            ("swallowed", pa.string()),
+        ]
+    ),
+    "routing_table": pa.schema(
+        [
+            ("scope", pa.string()),
+            ("scope_key", pa.string()),
+            ("cluster", pa.string()),
+            ("topic", pa.string()),
+            ("effective_at", pa.int64()),
+            ("cause_event_id", pa.string()),
+            ("selectable", pa.list_(_QUEUE)),
+            ("isolated", pa.list_(_ISOLATED)),
+        ]
+    ),
+    "quarantine": pa.schema(
+        [
+            ("raw", pa.string()),
+            ("origin", pa.string()),
+            ("reason_code", pa.string()),
+            ("reason", pa.string()),
+            ("seen_at", pa.int64()),
+        ]
+    ),
+    "late_events": pa.schema(
+        [
+            ("cluster", pa.string()),
+            ("event_id", pa.string()),
+            ("kind", pa.string()),
+            ("event_time", pa.int64()),
+            ("clock", pa.int64()),
+            ("raw", pa.string()),
+            ("origin", pa.string()),
+        ]
+    ),
+}
+"""Every table the stateful step and the parser write; each also gets ``batch_id``."""
+
+BATCHES = pa.schema(
+    [
+        ("batch_id", pa.int64()),
+        ("input", pa.int64()),
+        ("valid", pa.int64()),
+        ("quarantined", pa.int64()),
+        ("late", pa.int64()),
+        ("stale", pa.int64()),
+        ("clock", pa.int64()),
+        ("rows_written", pa.int64()),
+        ("write_ms", pa.int64()),
+        ("commit_ms", pa.int64()),
+    ]
+)
+"""One row per micro-batch, written by the sink's commit."""
