@@ -123,6 +123,7 @@ def advance(
     ``streaming.schema.EVENT_COLUMNS``) and may be empty (nothing changes then)."""
     state = state if state is not None else new_state()
     out = _Out()
+    events = _quarantine(events, out)
     events = events.sort_values(["event_time", "event_id"], kind="stable", ignore_index=True)
     first_batch = state["clock"] is None
     events = _admit(cluster, state, events, config, out)
@@ -172,6 +173,28 @@ class _Out:
 
     def frames(self) -> dict[str, pd.DataFrame]:
         return {k: pd.concat(v, ignore_index=True) for k, v in self.parts.items()}
+
+
+def _quarantine(events: pd.DataFrame, out: _Out) -> pd.DataFrame:
+    """Records the parser rejected go to quarantine as they are."""
+    bad = events["reason_code"].notna().to_numpy()
+    if bad.any():
+        rejected = events[bad]
+        out.add(
+            "quarantine",
+            pd.DataFrame(
+                {
+                    "raw": rejected["raw"].to_numpy(),
+                    "origin": rejected["origin"].to_numpy(),
+                    "reason_code": rejected["reason_code"].to_numpy(),
+                    "reason": rejected["reason"].to_numpy(),
+                    "seen_at": rejected["ingest_ms"].to_numpy(np.int64),
+                }
+            ),
+        )
+        out.stats["quarantined"] += int(bad.sum())
+        events = events[~bad]
+    return events
 
 
 def _admit(
@@ -528,6 +551,8 @@ def _decide(
 ) -> tuple[list[tuple[str, str, int, int, str, str, int]], dict[str, list[Any]]]:
     """Availability changes per broker from its sequence of starts (vectorized), and each
     broker's final item ``[name, latency, start, reachable, updated_at, pending, cause]``."""
+    if len(seq) == 0:
+        return [], {}
     seq = seq.sort_values(["broker", "order"], kind="stable", ignore_index=True)
     b = seq["broker"].to_numpy()
     t = seq["time"].to_numpy(np.int64)
@@ -536,7 +561,9 @@ def _decide(
     first = np.ones(len(seq), dtype=bool)
     first[1:] = b[1:] != b[:-1]
     init_start = np.array([init[x][2] if x in init else NO_ITEM for x in b[first]], dtype=np.int64)
-    init_pending = np.array([bool(init[x][5]) if x in init else False for x in b[first]])
+    init_pending = np.array(
+        [bool(init[x][5]) if x in init else False for x in b[first]], dtype=bool
+    )
     init_cause = np.array([init[x][6] if x in init else "" for x in b[first]], dtype=object)
     group = np.cumsum(first) - 1
     iso = start > t

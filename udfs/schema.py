@@ -40,9 +40,12 @@ EVENTS = pa.schema(
         ("raw", pa.string()),
         ("origin", pa.string()),
         ("ingest_ms", pa.int64()),
+        ("reason_code", pa.string()),
+        ("reason", pa.string()),
     ]
 )
-"""A valid event as the stateful step receives it (``brokers_json``: a route's brokers)."""
+"""A parsed record as the stateful step receives it (``brokers_json``: a route's brokers).
+A record with a ``reason_code`` failed validation and goes to ``quarantine``."""
 
 _QUEUE = pa.struct([("broker_name", pa.string()), ("queue_id", pa.int32())])
 _ISOLATED = pa.struct([("broker_name", pa.string()), ("until", pa.int64())])

@@ -36,7 +36,7 @@ def start_timestamps(
     candidate = np.where(group_start, np.maximum(candidate, initial_start), candidate)
     out = np.empty_like(candidate)
     starts = np.flatnonzero(group_start)
-    ends = np.append(starts[1:], len(candidate))
+    ends = np.append(starts[1:], len(candidate)).astype(np.int64)[: len(starts)]
     for begin, end in zip(starts, ends, strict=True):  # one call per broker, not per row
         out[begin:end] = np.maximum.accumulate(candidate[begin:end])
     return out

@@ -1,0 +1,150 @@
+"""Throughput benchmark: the full job against a stateless pass-through over the same source and
+sink, on the same events. Prints records/s and micro-batch times for both.
+
+    python -m streaming.bench [--scenario default] [--repeat 4] [--batch 50000]
+
+The pass-through reads the same files with the same source and writes every raw record to a
+Delta table through the same executor-side Parquet writer and driver-side commit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+
+def _events(scenario: str, repeat: int, folder: Path) -> int:
+    """The scenario's events, repeated with shifted ids, as JSON-lines files."""
+    from streaming.config import load_scenario
+    from streaming.simulator import simulate, write_jsonl
+
+    events = simulate(load_scenario(scenario))
+    span = events[-1]["event_time"] - events[0]["event_time"] + 1000
+    out = []
+    for r in range(repeat):
+        for e in events:
+            out.append(
+                {**e, "event_id": f"{r}-{e['event_id']}", "event_time": e["event_time"] + r * span}
+            )
+    write_jsonl(out, folder)
+    return len(out)
+
+
+def _passthrough(spark: Any, folder: Path, output: Path, batch: int) -> list[float]:
+    from deltalake import CommitProperties, DeltaTable, Transaction
+    from deltalake.transaction import AddAction
+
+    schema = pa.schema([("value", pa.string()), ("origin", pa.string()), ("ingest_ms", pa.int64()),
+                        ("batch_id", pa.int64())])  # fmt: skip
+    table = output / "passthrough"
+    DeltaTable.create(str(table), schema=schema, mode="ignore")
+    times: list[float] = []
+
+    def write(batches: Any, batch_id: int) -> Any:
+        import uuid
+
+        data = pa.Table.from_batches(list(batches))
+        data = data.append_column("batch_id", pa.array([batch_id] * len(data), pa.int64()))
+        name = f"part-{batch_id:08d}-{uuid.uuid4().hex}.parquet"
+        pq.write_table(data, table / name)
+        yield pa.RecordBatch.from_pylist(
+            [{"path": name, "size": (table / name).stat().st_size, "records": len(data)}]
+        )
+
+    def sink(df: Any, batch_id: int) -> None:
+        started = time.time()
+        metas = df.mapInArrow(
+            lambda it: write(it, batch_id), "path string, size bigint, records bigint"
+        ).collect()
+        dt = DeltaTable(str(table))
+        actions = [
+            AddAction(
+                m.path, m.size, {}, int(time.time() * 1000), True, f'{{"numRecords":{m.records}}}'
+            )
+            for m in metas
+        ]
+        dt.create_write_transaction(actions, mode="append", schema=dt.schema(),
+            commit_properties=CommitProperties(app_transactions=[Transaction("bench", batch_id)]))  # fmt: skip
+        times.append(time.time() - started)
+
+    from streaming.sources import FilesSource
+
+    spark.dataSource.register(FilesSource)
+    query = (
+        spark.readStream.format("faultline-files").option("path", str(folder))
+        .option("maxRecordsPerTrigger", str(batch)).load()
+        .writeStream.foreachBatch(sink).trigger(availableNow=True)
+        .option("checkpointLocation", str(output / "_ck_passthrough")).start()
+    )  # fmt: skip
+    query.awaitTermination()
+    return times
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--scenario", default="default")
+    parser.add_argument("--repeat", type=int, default=4)
+    parser.add_argument("--batch", type=int, default=50_000)
+    args = parser.parse_args(argv)
+
+    from streaming import job
+    from streaming.config import load_job_config
+
+    work = Path(tempfile.mkdtemp(prefix="faultline-bench-"))
+    try:
+        folder = work / "events"
+        total = _events(args.scenario, args.repeat, folder)
+        config = load_job_config(None, {"source": "files", "path": str(folder), "output": str(work / "job"),
+                                        "checkpoint": str(work / "ck"), "max_records_per_batch": args.batch,
+                                        "once": True})  # fmt: skip
+        spark = job._spark(config, work / "job")
+        results = {}
+        started = time.time()
+        pt = _passthrough(spark, folder, work / "pt", args.batch)
+        results["pass-through"] = (time.time() - started, pt)
+        from streaming import sink
+
+        (work / "job").mkdir(parents=True, exist_ok=True)
+        sink.create_tables(work / "job")
+        progress = job.Progress()
+        times: list[float] = []
+        started = time.time()
+        query = job.build_query(
+            spark,
+            config,
+            folder,
+            work / "job",
+            work / "ck",
+            progress,
+            on_batch=lambda s: times.append(s),
+        )
+        query.awaitTermination()
+        results["full job"] = (time.time() - started, times)
+        print(
+            f"{total} records, micro-batches of at most {args.batch}, {spark.sparkContext.master}"
+        )
+        for name, (elapsed, batch_times) in results.items():
+            steady = batch_times[1:] or batch_times
+            rate = sum(1 for _ in [0]) and total / elapsed
+            print(
+                f"{name:>13}: {rate:>9,.0f} records/s overall ({elapsed:.1f} s), {len(batch_times)} batches, "
+                f"median batch {statistics.median(steady):.2f} s (first {batch_times[0]:.2f} s)"
+            )
+        ratio = results["pass-through"][0] / results["full job"][0]
+        print(f"full job / pass-through throughput: {ratio:.2f}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

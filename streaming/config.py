@@ -1,0 +1,275 @@
+"""Configuration: one validated, frozen object per file kind (job settings, scenarios).
+
+Unknown keys are errors. Every error names the file (or the command-line flag), the dotted key,
+the value and what is allowed, and stops the job before Spark starts.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    NonNegativeInt,
+    PositiveInt,
+    ValidationError,
+    model_validator,
+)
+
+from udfs.errors import ConfigError
+from udfs.rocketmq import PROFILES
+
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+DEFAULT_CONFIG = CONF_DIR / "faultline.yaml"
+SCENARIO_DIR = CONF_DIR / "scenarios"
+
+_UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+_DURATION = re.compile(r"(\d+)(ms|s|m|h|d)")
+
+
+def _duration(value: Any) -> Any:
+    if isinstance(value, str):
+        match = _DURATION.fullmatch(value.strip())
+        if not match:
+            raise ValueError(
+                "a duration is a whole number of ms, or a number with ms, s, m, h or d"
+            )
+        return int(match.group(1)) * _UNITS[match.group(2)]
+    return value
+
+
+def _epoch_ms(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return int(value.timestamp() * 1000)
+    if isinstance(value, str):
+        try:
+            return int(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1000)
+        except ValueError:
+            raise ValueError("a time is ms since the epoch or an ISO-8601 string") from None
+    return value
+
+
+Duration = Annotated[NonNegativeInt, BeforeValidator(_duration)]
+EpochMs = Annotated[int, BeforeValidator(_epoch_ms)]
+ProfileName = Literal["rocketmq-4.7", "rocketmq-4.9", "rocketmq-5"]
+Outcome = Literal[
+    "FLUSH_DISK_TIMEOUT",
+    "FLUSH_SLAVE_TIMEOUT",
+    "SLAVE_NOT_AVAILABLE",
+    "REMOTING_EXCEPTION",
+    "CLIENT_EXCEPTION",
+    "BROKER_EXCEPTION",
+]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+# --- scenarios --------------------------------------------------------------------------------
+
+
+class BrokerSpec(_Strict):
+    name: str
+    write_queues: PositiveInt = 4
+    perm: int = 6
+    latency_ms: tuple[NonNegativeInt, NonNegativeInt] = (5, 30)
+
+
+class TopicSpec(_Strict):
+    name: str
+    brokers: list[str]
+
+
+class ProducerSpec(_Strict):
+    id: str
+    group: str
+    profile: ProfileName
+    latency_fault_enable: bool = True
+    topic: str
+    mode: Literal["SYNC", "ASYNC"] = "SYNC"
+    interval: Duration = 100
+    body_size: PositiveInt = 512
+
+
+class ConsumerSpec(_Strict):
+    group: str
+    topic: str
+    lag: Duration = 50
+    """Time from a message's storage to its consumption."""
+    fail_every: NonNegativeInt = 0
+    """Every n-th message fails (RECONSUME_LATER); 0: none."""
+    fail_times: NonNegativeInt = 1
+    """How many consumptions of such a message fail before one succeeds."""
+
+
+class FaultSpec(_Strict):
+    type: Literal["latency_spike", "outage", "flapping", "slow", "heartbeat_stop"]
+    broker: str
+    at: Duration
+    duration: Duration = Field(alias="for")
+    latency_ms: tuple[NonNegativeInt, NonNegativeInt] | None = None
+    outcome: Outcome = "REMOTING_EXCEPTION"
+    response_code: int | None = None
+    period: Duration = 10_000
+
+    @model_validator(mode="after")
+    def _needs_latency(self) -> FaultSpec:
+        if self.type in ("latency_spike", "slow") and self.latency_ms is None:
+            raise ValueError(f"a {self.type} fault needs latency_ms: [low, high]")
+        return self
+
+
+class Scenario(_Strict):
+    name: str
+    description: str = ""
+    seed: int = 0
+    start: EpochMs
+    duration: Duration
+    tail: Duration = 0
+    """Heartbeats go on this long after the traffic stops, so every isolation can end."""
+    cluster: str = "DefaultCluster"
+    heartbeat_interval: Duration = 30_000
+    brokers: list[BrokerSpec]
+    topics: list[TopicSpec]
+    producers: list[ProducerSpec]
+    consumers: list[ConsumerSpec] = []
+    faults: list[FaultSpec] = []
+
+    @model_validator(mode="after")
+    def _references(self) -> Scenario:
+        brokers = {b.name for b in self.brokers}
+        topics = {t.name for t in self.topics}
+        for i, topic in enumerate(self.topics):
+            for b in topic.brokers:
+                if b not in brokers:
+                    raise ValueError(
+                        f"topics[{i}].brokers: {b!r} is not one of the brokers {sorted(brokers)}"
+                    )
+        for kind, items in (("producers", self.producers), ("consumers", self.consumers)):
+            for i, item in enumerate(items):
+                if item.topic not in topics:
+                    raise ValueError(
+                        f"{kind}[{i}].topic: {item.topic!r} is not one of the topics {sorted(topics)}"
+                    )
+        for i, fault in enumerate(self.faults):
+            if fault.broker not in brokers:
+                raise ValueError(
+                    f"faults[{i}].broker: {fault.broker!r} is not one of the brokers {sorted(brokers)}"
+                )
+        return self
+
+
+# --- the job ----------------------------------------------------------------------------------
+
+
+class RouteBroker(_Strict):
+    broker_name: str
+    write_queue_nums: PositiveInt
+    perm: int = 6
+
+
+class JobConfig(_Strict):
+    source: Literal["simulator", "files", "kafka"] = "simulator"
+    path: str | None = None
+    scenario: str = "default"
+    output: str = "output"
+    checkpoint: str = "checkpoints"
+    once: bool = False
+    scope: Literal["cluster", "producer", "both"] = "both"
+    master: str = "local[*]"
+    max_records_per_batch: PositiveInt = 20_000
+    shuffle_partitions: PositiveInt = 2
+    cluster_profile: ProfileName = "rocketmq-5"
+    default_client_profile: ProfileName = "rocketmq-4.9"
+    default_latency_fault_enable: bool = True
+    allowed_lateness: Duration = 60_000
+    max_future_skew: Duration = 3_600_000
+    seed: int = 0
+    static_routes: dict[str, list[RouteBroker]] = {}
+    progress_interval: Duration = 2_000
+
+    @model_validator(mode="after")
+    def _files_need_a_path(self) -> JobConfig:
+        if self.source == "files" and not self.path:
+            raise ValueError("source files needs path: the folder of JSON-lines or Parquet files")
+        return self
+
+    @property
+    def scopes(self) -> tuple[str, ...]:
+        return ("cluster", "producer") if self.scope == "both" else (self.scope,)
+
+
+# --- loading ----------------------------------------------------------------------------------
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the configuration file: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of keys to values")
+    return data
+
+
+def _explain(error: ValidationError, where: Mapping[str, str], default: str) -> ConfigError:
+    lines = []
+    for item in error.errors():
+        loc = ".".join(str(p) for p in item["loc"])
+        origin = where.get(str(item["loc"][0]) if item["loc"] else "", default)
+        value = item.get("input")
+        shown = "(missing)" if item["type"] == "missing" else repr(value)
+        message = item["msg"]
+        if item["type"] == "extra_forbidden":
+            message = "unknown key"
+        lines.append(f"{origin}: {loc or '(top level)'} = {shown}: {message}")
+    return ConfigError("\n".join(lines))
+
+
+def load_job_config(
+    path: str | Path | None = None, overrides: Mapping[str, Any] | None = None
+) -> JobConfig:
+    """Read the job's YAML (``conf/faultline.yaml`` when ``path`` is None) and apply the
+    command-line ``overrides`` (flag name -> value); raises :class:`ConfigError`."""
+    file = Path(path) if path is not None else DEFAULT_CONFIG
+    data = _read_yaml(file)
+    overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+    where = {k: f"command line --{k.replace('_', '-')}" for k in overrides}
+    try:
+        return JobConfig.model_validate({**data, **overrides})
+    except ValidationError as exc:
+        raise _explain(exc, where, str(file)) from None
+
+
+def scenario_path(name: str) -> Path:
+    candidate = Path(name)
+    if candidate.suffix in (".yaml", ".yml") or candidate.exists():
+        return candidate
+    return SCENARIO_DIR / f"{name}.yaml"
+
+
+def load_scenario(name: str) -> Scenario:
+    """A scenario by name (``conf/scenarios/NAME.yaml``) or path."""
+    path = scenario_path(name)
+    if not path.exists():
+        known = sorted(p.stem for p in SCENARIO_DIR.glob("*.yaml"))
+        raise ConfigError(f"scenario {name!r}: no file {path}; known scenarios: {', '.join(known)}")
+    try:
+        return Scenario.model_validate(_read_yaml(path))
+    except ValidationError as exc:
+        raise _explain(exc, {}, str(path)) from None

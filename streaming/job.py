@@ -1,0 +1,334 @@
+"""The streaming job: source -> parse -> one stateful operator -> Delta, with live progress and
+a summary at the end."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sys
+import time
+import warnings
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+import pyarrow.parquet as pq
+
+from streaming.config import JobConfig, load_scenario
+from udfs import engine
+from udfs.schema import EVENTS, TABLES
+
+PROJECT = Path(__file__).resolve().parents[1]
+QUERY_NAME = "faultline"
+
+
+@dataclass
+class Progress:
+    """What the sink reports back to the driver's progress display."""
+
+    batches: int = 0
+    rows: int = 0
+    last: dict[str, Any] = field(default_factory=dict)
+    isolated: dict[tuple[str, str], int] = field(default_factory=dict)
+    started: float = field(default_factory=time.time)
+
+
+def engine_config(config: JobConfig) -> engine.EngineConfig:
+    routes = {
+        topic: tuple((b.broker_name, b.write_queue_nums, b.perm) for b in brokers)
+        for topic, brokers in config.static_routes.items()
+    }
+    return engine.EngineConfig(
+        scopes=config.scopes,
+        cluster_profile=config.cluster_profile,
+        default_client_profile=config.default_client_profile,
+        default_latency_fault_enable=config.default_latency_fault_enable,
+        allowed_lateness_ms=config.allowed_lateness,
+        max_future_skew_ms=config.max_future_skew,
+        static_routes=routes,
+        seed=config.seed,
+    )
+
+
+def simulator_folder(config: JobConfig, output: Path) -> Path:
+    """The scenario's events as JSON-lines under the output root, generated once: the same
+    scenario file gives the same folder and the same events."""
+    from streaming.config import scenario_path
+    from streaming.simulator import simulate, write_jsonl
+
+    scenario = load_scenario(config.scenario)
+    digest = hashlib.sha256(scenario_path(config.scenario).read_bytes()).hexdigest()[:12]
+    folder = output / "_simulator" / f"{scenario.name}-{digest}"
+    if not (folder / "_SUCCESS").exists():
+        tmp = folder.with_name(folder.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        write_jsonl(simulate(scenario), tmp)
+        (tmp / "_SUCCESS").touch()
+        shutil.rmtree(folder, ignore_errors=True)
+        tmp.rename(folder)
+    return folder
+
+
+def _spark(config: JobConfig, output: Path) -> Any:
+    from pyspark.sql import SparkSession
+
+    local = config.master.startswith("local")
+    if local:
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # PySpark warns once per process that pandas 3 is new to it; results are the same (see README)
+    os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
+    warnings.filterwarnings("ignore", category=FutureWarning, module="pyspark")
+    builder = (
+        SparkSession.builder.master(config.master)
+        .appName("faultline")
+        .config("spark.sql.shuffle.partitions", str(config.shuffle_partitions))
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.python.worker.reuse", "true")
+        # the parser's validation is one large expression; constraint propagation over it
+        # (after filters are pushed through it) runs out of memory
+        .config("spark.sql.constraintPropagation.enabled", "false")
+    )
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    if not local:
+        # executors share no Python path with the driver: ship the code
+        bundle = output / "_job" / "faultline.zip"
+        bundle.parent.mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(bundle, "w") as zf:
+            for package in ("udfs", "streaming"):
+                for path in (PROJECT / package).rglob("*.py"):
+                    zf.write(path, path.relative_to(PROJECT))
+        spark.sparkContext.addPyFile(str(bundle))
+    return spark
+
+
+def build_query(
+    spark: Any,
+    config: JobConfig,
+    folder: Path,
+    output: Path,
+    checkpoint: Path,
+    progress: Progress,
+    on_batch: Callable[[float], None] | None = None,
+) -> Any:
+    from pyspark.sql.streaming.state import GroupStateTimeout
+    from pyspark.sql.types import StructType
+
+    from streaming import sink
+    from streaming.parse import parse_events
+    from streaming.sources import FilesSource
+    from streaming.stateful import STATE_SCHEMA, state_function
+
+    spark.dataSource.register(FilesSource)
+    raw = (
+        spark.readStream.format("faultline-files")
+        .option("path", str(folder))
+        .option("maxRecordsPerTrigger", str(config.max_records_per_batch))
+        .load()
+    )
+    parsed = parse_events(raw)
+    # one stream into the operator: the engine sends rejected records to quarantine (a filter
+    # on the reason here would be pushed into the parser's projection and run uncompiled)
+    files = (
+        parsed.select(*EVENTS.names)
+        .groupBy("cluster")
+        .applyInPandasWithState(
+            state_function(engine_config(config), str(output)),
+            StructType.fromDDL(_ddl(sink.META)),
+            STATE_SCHEMA,
+            "append",
+            GroupStateTimeout.NoTimeout,
+        )
+    )
+    app_id = "faultline-" + hashlib.sha256(str(checkpoint.resolve()).encode()).hexdigest()[:16]
+
+    def write_batch(df: Any, batch_id: int) -> None:
+        started = time.time()
+        metas = [r.asDict() for r in df.collect()]  # file metadata and counters only
+        write_ms = int((time.time() - started) * 1000)
+        result = sink.commit_batch(output, batch_id, metas, app_id, write_ms)
+        _track_isolation(output, metas, progress)
+        progress.batches += 1
+        progress.rows += result["input"]
+        progress.last = {**result, "seconds": time.time() - started}
+        if on_batch is not None:
+            on_batch(progress.last["seconds"])
+
+    writer = (
+        files.writeStream.queryName(QUERY_NAME)
+        .foreachBatch(write_batch)
+        .option("checkpointLocation", str(checkpoint))
+    )
+    if config.once or config.source == "simulator":
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime="1 second")
+    return writer.start()
+
+
+def _track_isolation(output: Path, metas: list[dict[str, Any]], progress: Progress) -> None:
+    for meta in metas:
+        if meta["table"] != "broker_decisions":
+            continue
+        rows = pq.read_table(output / "broker_decisions" / meta["path"]).to_pylist()
+        for r in sorted(rows, key=lambda r: (r["effective_at"], r["decision"] != "RESTORE")):
+            key = (r["scope_key"], r["broker_name"])
+            if r["scope"] != "cluster" or r["decision"].startswith("ROUTE"):
+                continue
+            if r["decision"] == "RESTORE":
+                progress.isolated.pop(key, None)
+            else:
+                progress.isolated[key] = r["available_from"]
+
+
+def _sql_type(t: Any) -> str:
+    import pyarrow as pa
+
+    if pa.types.is_string(t):
+        return "string"
+    if pa.types.is_int64(t):
+        return "bigint"
+    if pa.types.is_int32(t):
+        return "int"
+    if pa.types.is_boolean(t):
+        return "boolean"
+    if pa.types.is_map(t):
+        return f"map<{_sql_type(t.key_type)},{_sql_type(t.item_type)}>"
+    if pa.types.is_list(t):
+        return f"array<{_sql_type(t.value_type)}>"
+    if pa.types.is_struct(t):
+        return "struct<" + ",".join(f"{f.name}:{_sql_type(f.type)}" for f in t) + ">"
+    raise TypeError(f"no Spark type for {t}")
+
+
+def _ddl(schema: Any) -> str:
+    return ", ".join(f"`{f.name}` {_sql_type(f.type)}" for f in schema)
+
+
+def _iso(ms: int | None) -> str:
+    if ms is None:
+        return "-"
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def run(config: JobConfig, out: TextIO = sys.stdout) -> int:
+    """Run the job; print progress and a summary. Returns the exit code."""
+    from streaming import sink
+
+    output = Path(config.output).resolve()
+    output.mkdir(parents=True, exist_ok=True)
+    folder = (
+        simulator_folder(config, output) if config.source == "simulator" else Path(str(config.path))
+    )
+    if config.source == "kafka":
+        raise NotImplementedError("the Kafka source arrives with the Kafka issue")
+    checkpoint = Path(config.checkpoint).resolve() / QUERY_NAME
+    sink.create_tables(output)
+    spark = _spark(config, output)
+    progress = Progress()
+    print(f"faultline: {config.source} source {folder}", file=out)
+    print(f"faultline: tables under {output}, checkpoint {checkpoint}", file=out)
+    query = build_query(spark, config, folder, output, checkpoint, progress)
+    shown = -1
+    try:
+        while query.isActive:
+            query.awaitTermination(config.progress_interval / 1000)
+            if progress.batches != shown and progress.last:
+                shown = progress.batches
+                _print_progress(progress, out)
+        if query.exception() is not None:
+            raise RuntimeError(str(query.exception()).splitlines()[0])
+    except KeyboardInterrupt:
+        query.stop()
+        print("faultline: stopped", file=out)
+    _print_summary(output, progress, out)
+    return 0
+
+
+def _print_progress(progress: Progress, out: TextIO) -> None:
+    last = progress.last
+    rate = last["input"] / last["seconds"] if last["seconds"] > 0 else 0.0
+    isolated = ", ".join(f"{b} until {_iso(u)}" for (_, b), u in sorted(progress.isolated.items()))
+    print(
+        f"batch {last['batch_id']}: {last['input']} records ({rate:,.0f}/s), "
+        f"{last['quarantined']} quarantined, {last['late']} late; clock {_iso(last['clock'])}; "
+        f"isolated now: {isolated or 'none'}",
+        file=out,
+        flush=True,
+    )
+
+
+def table_counts(output: Path) -> dict[str, int]:
+    from deltalake import DeltaTable
+
+    counts = {}
+    for name in [*TABLES, "batches"]:
+        counts[name] = (
+            DeltaTable(str(output / name)).to_pyarrow_table(columns=["batch_id"]).num_rows
+        )
+    return counts
+
+
+def isolation_windows(output: Path) -> list[dict[str, Any]]:
+    """ISOLATE..RESTORE windows per (scope, scope_key, broker), from ``broker_decisions``."""
+    from deltalake import DeltaTable
+
+    rows = DeltaTable(str(output / "broker_decisions")).to_pyarrow_table().to_pylist()
+    rows.sort(
+        key=lambda r: (
+            r["scope"],
+            r["scope_key"],
+            r["broker_name"],
+            r["effective_at"],
+            r["decision"] != "RESTORE",
+        )
+    )
+    windows: list[dict[str, Any]] = []
+    open_: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for r in rows:
+        key = (r["scope"], r["scope_key"], r["broker_name"])
+        if r["decision"] == "ISOLATE":
+            open_[key] = {
+                "scope": key[0],
+                "scope_key": key[1],
+                "broker_name": key[2],
+                "start": r["effective_at"],
+                "end": None,
+                "cause": r["cause_event_id"],
+            }
+        elif r["decision"] == "RESTORE" and key in open_:
+            window = open_.pop(key)
+            window["end"] = r["effective_at"]
+            windows.append(window)
+    windows.extend(open_.values())
+    return windows
+
+
+def _print_summary(output: Path, progress: Progress, out: TextIO) -> None:
+    elapsed = time.time() - progress.started
+    windows = isolation_windows(output)
+    print(
+        f"\nfaultline: {progress.rows} records in {progress.batches} batches, {elapsed:.1f} s",
+        file=out,
+    )
+    print("\nisolations (cluster scope): broker, count, isolated time", file=out)
+    per_broker: dict[str, list[int]] = {}
+    for w in windows:
+        if w["scope"] == "cluster":
+            stats = per_broker.setdefault(w["broker_name"], [0, 0])
+            stats[0] += 1
+            stats[1] += (w["end"] or w["start"]) - w["start"]
+    for broker, (count, total) in sorted(per_broker.items()):
+        print(f"  {broker:<20} {count:>4} {total / 1000:>10.1f} s", file=out)
+    if not per_broker:
+        print("  none", file=out)
+    print("\nrows per table:", file=out)
+    for name, count in table_counts(output).items():
+        print(f"  {name:<20} {count:>9}  {output / name}", file=out)

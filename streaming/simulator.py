@@ -1,0 +1,330 @@
+"""A deterministic RocketMQ cluster on a simulated clock.
+
+Producers run the real :mod:`udfs.rocketmq` selection and retry loop under their own client
+profile and latency fault switch against brokers whose behaviour follows the scenario's faults;
+brokers heartbeat to a NameServer that drops them from the route after 120 s of silence; a
+consumer group reports what it consumed. The same scenario and seed always give the same events,
+in (event_time, event_id) order. No Spark here: ``faultline simulate`` runs without it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from streaming.config import FaultSpec, ProducerSpec, Scenario
+from udfs.rocketmq import (
+    PROFILES,
+    EmptyRouteError,
+    FaultTable,
+    Next,
+    Outcome,
+    SendMode,
+    TopicPublishInfo,
+    attempt_effect,
+    attempt_timeout,
+    max_attempts,
+    select_queue,
+)
+from udfs.rocketmq._send import SEND_MSG_TIMEOUT_MS
+
+HEARTBEAT_TIMEOUT_MS = 120_000
+SCAN_INTERVAL_MS = 10_000
+RETRY_DELAYS_MS = (10_000, 30_000, 60_000, 120_000, 180_000)  # levels 3.. for consumer retries
+
+
+@dataclass(frozen=True)
+class _Response:
+    outcome: Outcome
+    latency: int
+    response_code: int | None = None
+
+
+class _Cluster:
+    """Brokers' behaviour and the NameServer's view over simulated time."""
+
+    def __init__(self, scenario: Scenario) -> None:
+        self.s = scenario
+        self.brokers = {b.name: b for b in scenario.brokers}
+        self.faults: dict[str, list[FaultSpec]] = {}
+        for fault in scenario.faults:
+            self.faults.setdefault(fault.broker, []).append(fault)
+        self.end = scenario.start + scenario.duration + scenario.tail
+        self.heartbeats = self._heartbeats()
+        self.route_changes = self._route_changes()
+
+    def _active(self, broker: str, now: int, kinds: tuple[str, ...]) -> FaultSpec | None:
+        rel = now - self.s.start
+        for fault in self.faults.get(broker, []):
+            if fault.type in kinds and fault.at <= rel < fault.at + fault.duration:
+                if (
+                    fault.type == "flapping"
+                    and (rel - fault.at) % fault.period >= fault.period // 2
+                ):
+                    continue  # the up half of each period
+                return fault
+        return None
+
+    def respond(self, broker: str, now: int, budget: int, rng: random.Random) -> _Response:
+        spec = self.brokers[broker]
+        fault = self._active(broker, now, ("outage", "flapping", "latency_spike", "slow"))
+        if fault is not None and fault.type in ("outage", "flapping"):
+            outcome = Outcome(fault.outcome)
+            code = fault.response_code or (14 if outcome is Outcome.BROKER_EXCEPTION else None)
+            return _Response(outcome, min(rng.randint(1, 5), budget), code)
+        low, high = fault.latency_ms if fault is not None and fault.latency_ms else spec.latency_ms
+        latency = rng.randint(low, high)
+        if latency > budget:  # the request timed out on the client
+            return _Response(Outcome.REMOTING_EXCEPTION, budget)
+        return _Response(Outcome.SEND_OK, latency)
+
+    def _heartbeats(self) -> dict[str, list[int]]:
+        beats: dict[str, list[int]] = {}
+        for i, broker in enumerate(self.s.brokers):
+            t = self.s.start + 1000 * i
+            times = []
+            while t < self.end:
+                if self._active(broker.name, t, ("heartbeat_stop",)) is None:
+                    times.append(t)
+                t += self.s.heartbeat_interval
+            beats[broker.name] = times
+        return beats
+
+    def _route_changes(self) -> list[tuple[int, str, bool]]:
+        """(time, broker, alive) as the NameServer sees it: dropped at the first 10 s scan more
+        than 120 s after its last heartbeat, back at its next heartbeat."""
+        changes = []
+        for broker, times in self.heartbeats.items():
+            for last, nxt in zip(times, [*times[1:], None], strict=True):
+                scan = ((last + HEARTBEAT_TIMEOUT_MS) // SCAN_INTERVAL_MS + 1) * SCAN_INTERVAL_MS
+                if scan < self.end and (nxt is None or scan <= nxt):
+                    changes.append((scan, broker, False))
+                    if nxt is not None:
+                        changes.append((nxt, broker, True))
+        return sorted(changes)
+
+    def route_at(self, topic_brokers: list[str], now: int) -> list[tuple[str, int, int]]:
+        alive = {b: True for b in topic_brokers}
+        for t, broker, up in self.route_changes:
+            if t > now:
+                break
+            if broker in alive:
+                alive[broker] = up
+        return [
+            (b, self.brokers[b].write_queues, self.brokers[b].perm)
+            for b in topic_brokers
+            if alive[b]
+        ]
+
+
+def simulate(scenario: Scenario) -> list[dict[str, Any]]:
+    """Every event of the scenario, sorted by (event_time, event_id)."""
+    cluster = _Cluster(scenario)
+    events: list[dict[str, Any]] = []
+    base = {"cluster": scenario.cluster}
+    for broker, times in cluster.heartbeats.items():
+        for n, t in enumerate(times):
+            events.append(
+                {
+                    **base,
+                    "kind": "heartbeat",
+                    "event_id": f"hb-{broker}-{n:05d}",
+                    "event_time": t,
+                    "broker_name": broker,
+                }
+            )
+    topics = {t.name: t.brokers for t in scenario.topics}
+    change_times = sorted({scenario.start} | {t for t, _, _ in cluster.route_changes})
+    for topic, brokers in topics.items():
+        previous = None
+        for n, t in enumerate(change_times):
+            route = cluster.route_at(brokers, t)
+            if route != previous:
+                events.append(
+                    {
+                        **base,
+                        "kind": "route",
+                        "event_id": f"route-{topic}-{n:04d}",
+                        "event_time": t,
+                        "topic": topic,
+                        "brokers": [
+                            {"broker_name": b, "write_queue_nums": w, "perm": p}
+                            for b, w, p in route
+                        ],
+                    }
+                )
+                previous = route
+    stored: list[tuple[int, dict[str, Any]]] = []
+    for producer in scenario.producers:
+        events.extend(_produce(scenario, cluster, producer, topics[producer.topic], stored))
+    for consumer in scenario.consumers:
+        events.extend(_consume(scenario, consumer, stored))
+    events.sort(key=lambda e: (e["event_time"], e["event_id"]))
+    return events
+
+
+def _produce(
+    scenario: Scenario,
+    cluster: _Cluster,
+    spec: ProducerSpec,
+    brokers: list[str],
+    stored: list[tuple[int, dict[str, Any]]],
+) -> Iterator[dict[str, Any]]:
+    rng = random.Random(f"{scenario.seed}/{spec.id}")
+    profile = PROFILES[spec.profile]
+    mode = SendMode(spec.mode)
+    total = max_attempts(mode)
+    table = FaultTable(profile, rng=rng)
+    route: list[tuple[str, int, int]] | None = None
+    info = TopicPublishInfo([])
+    end = scenario.start + scenario.duration
+    now = scenario.start + rng.randint(0, spec.interval)
+    seq = 0
+    base = {
+        "cluster": scenario.cluster,
+        "kind": "send_result",
+        "producer_id": spec.id,
+        "producer_group": spec.group,
+        "client_profile": spec.profile,
+        "latency_fault_enable": spec.latency_fault_enable,
+        "topic": spec.topic,
+        "mode": spec.mode,
+        "max_attempts": total,
+        "body_size": spec.body_size,
+    }
+    for number in range(10**9):
+        if now >= end:
+            return
+        message_id = f"{spec.id}-m{number:06d}"
+        current = cluster.route_at(brokers, now)
+        if current != route:  # the producer polls the NameServer and rebuilds its publish info
+            route = current
+            info = TopicPublishInfo.from_route(current, topic=spec.topic, rng=rng)
+        last: str | None = None
+        cost = 0
+        for attempt in range(total):
+            at = now + cost
+            try:
+                selection = select_queue(
+                    profile,
+                    info,
+                    table,
+                    last,
+                    at,
+                    spec.latency_fault_enable,
+                    reset_index=profile.line == "5" and mode is SendMode.SYNC and attempt > 0,
+                )
+            except EmptyRouteError:
+                break
+            queue = selection.queue
+            budget = attempt_timeout(profile, SEND_MSG_TIMEOUT_MS, cost, attempt + 1 < total)
+            event = {
+                **base,
+                "event_id": f"{spec.id}-{seq:06d}",
+                "broker_name": queue.broker_name,
+                "queue_id": queue.queue_id,
+                "attempt": attempt,
+                "message_id": message_id,
+            }
+            seq += 1
+            if budget is None:
+                yield {**event, "event_time": at, "latency_ms": 0, "outcome": "CALL_TIMEOUT"}
+                break
+            response = cluster.respond(queue.broker_name, at, budget, rng)
+            done_at = at + response.latency
+            event.update(
+                event_time=done_at, latency_ms=response.latency, outcome=response.outcome.value
+            )
+            if response.response_code is not None:
+                event["response_code"] = response.response_code
+            yield event
+            effect = attempt_effect(
+                profile,
+                response.outcome,
+                response.latency,
+                mode=mode,
+                attempt=attempt,
+                response_code=response.response_code,
+                remaining_timeout_ms=budget - response.latency,
+            )
+            if spec.latency_fault_enable:
+                for report in effect.reports:
+                    when = at if report.phase == "dispatch" else done_at
+                    table.report(
+                        queue.broker_name,
+                        report.latency_ms,
+                        report.isolation,
+                        when,
+                        report.reachable,
+                    )
+            cost += response.latency
+            if effect.next is not Next.RETRY:
+                if response.outcome is Outcome.SEND_OK:
+                    stored.append(
+                        (
+                            done_at,
+                            {
+                                "message_id": message_id,
+                                "topic": spec.topic,
+                                "broker_name": queue.broker_name,
+                                "queue_id": queue.queue_id,
+                            },
+                        )
+                    )
+                break
+            last = queue.broker_name
+        now = max(now + cost, now + spec.interval + rng.randint(0, spec.interval // 4))
+
+
+def _consume(
+    scenario: Scenario, spec: Any, stored: list[tuple[int, dict[str, Any]]]
+) -> Iterator[dict[str, Any]]:
+    seq = 0
+    for n, (stored_at, message) in enumerate(
+        sorted(stored, key=lambda m: (m[0], m[1]["message_id"]))
+    ):
+        if message["topic"] != spec.topic:
+            continue
+        failing = spec.fail_every and n % spec.fail_every == 0
+        at = stored_at + spec.lag
+        for times in range(spec.fail_times + 1 if failing else 1):
+            ok = not failing or times == spec.fail_times
+            yield {
+                "cluster": scenario.cluster,
+                "kind": "consume_result",
+                "event_id": f"{spec.group}-{seq:07d}",
+                "event_time": at,
+                "consumer_group": spec.group,
+                "topic": message["topic"],
+                "message_id": message["message_id"],
+                "origin_message_id": message["message_id"],
+                "broker_name": message["broker_name"],
+                "queue_id": message["queue_id"],
+                "reconsume_times": times,
+                "delay_level": 0,
+                "max_reconsume_times": 16,
+                "status": "CONSUME_SUCCESS" if ok else "RECONSUME_LATER",
+            }
+            seq += 1
+            at += RETRY_DELAYS_MS[min(times, len(RETRY_DELAYS_MS) - 1)] + spec.lag
+
+
+def write_jsonl(events: list[dict[str, Any]], out: Path, per_file: int = 10_000) -> list[Path]:
+    """Write events as ``part-NNNNN.jsonl`` files (each written whole, then renamed into place)."""
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for part, begin in enumerate(range(0, max(len(events), 1), per_file)):
+        path = out / f"part-{part:05d}.jsonl"
+        tmp = out / f".{path.name}.tmp"
+        with tmp.open("w") as fh:
+            for event in events[begin : begin + per_file]:
+                fh.write(json.dumps(event, separators=(",", ":")))
+                fh.write("\n")
+        os.replace(tmp, path)
+        paths.append(path)
+    return paths

@@ -1,0 +1,69 @@
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+
+from udfs import engine
+from udfs.schema import EVENTS
+
+T0 = 1_795_255_200_000  # 2026-11-21 10:00:00 UTC
+
+
+def frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """Events as the stateful step receives them from Spark."""
+    full = []
+    for r in rows:
+        r = {
+            "cluster": "c",
+            "raw": json.dumps(r, default=str),
+            "origin": "test",
+            "ingest_ms": 0,
+            **r,
+        }
+        if "brokers" in r:
+            r["brokers_json"] = json.dumps(r.pop("brokers"))
+        full.append(r)
+    return pa.Table.from_pylist(full, schema=EVENTS).to_pandas()
+
+
+def send(
+    eid: str, t: int, broker: str, outcome: str = "SEND_OK", latency: int = 10, **kw: Any
+) -> dict[str, Any]:
+    return {
+        "kind": "send_result", "event_id": eid, "event_time": T0 + t, "producer_id": "p",
+        "client_profile": "rocketmq-4.9", "topic": "T", "broker_name": broker, "queue_id": 0,
+        "latency_ms": latency, "outcome": outcome, "attempt": 0, "max_attempts": 3,
+        "mode": "SYNC", "message_id": f"m-{eid}", **kw,
+    }  # fmt: skip
+
+
+def beat(eid: str, t: int, broker: str) -> dict[str, Any]:
+    return {"kind": "heartbeat", "event_id": eid, "event_time": T0 + t, "broker_name": broker}
+
+
+def route(eid: str, t: int, *brokers: str, queues: int = 2) -> dict[str, Any]:
+    return {
+        "kind": "route", "event_id": eid, "event_time": T0 + t, "topic": "T",
+        "brokers": [{"broker_name": b, "write_queue_nums": queues, "perm": 6} for b in brokers],
+    }  # fmt: skip
+
+
+def run(
+    rows: list[dict[str, Any]], config: engine.EngineConfig | None = None, state: Any = None
+) -> engine.Step:
+    return engine.advance("c", state, frame(rows), config or engine.EngineConfig())
+
+
+def decisions(step: engine.Step, scope: str | None = None) -> list[tuple[str, str, str, int, int]]:
+    d = step.tables.get("broker_decisions")
+    if d is None:
+        return []
+    if scope is not None:
+        d = d[d["scope"] == scope]
+    return sorted(
+        (r.scope_key, r.broker_name, r.decision, r.effective_at - T0, r.available_from - T0)
+        for r in d.itertuples()
+    )

@@ -1,0 +1,195 @@
+"""The per-cluster state machine, without Spark."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.engine.conftest import T0, beat, decisions, route, run, send
+from udfs import engine
+
+CLUSTER_5 = engine.EngineConfig(scopes=("cluster",))
+PRODUCER = engine.EngineConfig(scopes=("producer",))
+
+
+@pytest.mark.parametrize(
+    ("profile", "until"),
+    [("rocketmq-4.7", 601_000), ("rocketmq-4.9", 601_000), ("rocketmq-5", 11_000)],
+)
+def test_remoting_exception_isolates_for_the_profile_and_restores_on_the_clock(
+    profile: str, until: int
+) -> None:
+    step = run(
+        [
+            send("s1", 1000, "b", "REMOTING_EXCEPTION", 0, client_profile=profile),
+            beat("h1", 700_000, "a"),
+        ],
+        PRODUCER,
+    )
+    assert decisions(step) == [
+        ("p", "b", "ISOLATE", 1000, until),
+        ("p", "b", "RESTORE", until, until),
+    ]
+
+
+def test_restore_waits_for_the_clock_across_batches() -> None:
+    first = run(
+        [send("s1", 1000, "b", "REMOTING_EXCEPTION", 0, client_profile="rocketmq-5")], PRODUCER
+    )
+    assert decisions(first) == [("p", "b", "ISOLATE", 1000, 11_000)]
+    second = run([beat("h1", 10_999, "a")], PRODUCER, first.state)
+    assert decisions(second) == []
+    third = run([beat("h2", 11_000, "a")], PRODUCER, second.state)
+    assert decisions(third) == [("p", "b", "RESTORE", 11_000, 11_000)]
+
+
+def test_4x_fast_success_clears_the_isolation_at_once_but_5x_keeps_it() -> None:
+    rows = [send("s1", 1000, "b", latency=600), send("s2", 2000, "b", latency=10)]
+    four = run(rows, PRODUCER)
+    assert decisions(four) == [
+        ("p", "b", "ISOLATE", 1000, 31_000),
+        ("p", "b", "RESTORE", 2000, 2000),
+    ]
+    five = run(
+        [{**r, "client_profile": "rocketmq-5"} for r in rows] + [beat("h", 9000, "a")], PRODUCER
+    )
+    assert decisions(five) == [("p", "b", "ISOLATE", 1000, 3000), ("p", "b", "RESTORE", 3000, 3000)]
+
+
+def test_5x_extends_and_4x_shortens() -> None:
+    rows = [send("s1", 1000, "b", latency=3000), send("s2", 2000, "b", latency=600)]
+    four = decisions(run(rows, PRODUCER))
+    assert ("p", "b", "SHORTEN", 2000, 32_000) in four
+    rows5 = [send("s1", 1000, "b", latency=600, client_profile="rocketmq-5"),
+             send("s2", 2000, "b", latency=3000, client_profile="rocketmq-5")]  # fmt: skip
+    assert ("p", "b", "EXTEND", 2000, 8000) in decisions(run(rows5, PRODUCER))
+
+
+def test_switch_off_producers_have_no_table_but_feed_the_cluster_view() -> None:
+    step = run([send("s1", 1000, "b", "REMOTING_EXCEPTION", 0, latency_fault_enable=False)])
+    assert decisions(step, "producer") == []
+    assert decisions(step, "cluster") == [("c", "b", "ISOLATE", 1000, 11_000)]
+
+
+def test_fault_items_one_row_per_update_per_scope() -> None:
+    step = run([send("s1", 1000, "a"), send("s2", 1001, "b", "REMOTING_EXCEPTION", 0)])
+    items = step.tables["fault_items"]
+    assert sorted(zip(items["scope"], items["event_id"], items["not_available_ms"], strict=True)) == [
+        ("cluster", "s1", 0), ("cluster", "s2", 10_000), ("producer", "s1", 0), ("producer", "s2", 600_000),
+    ]  # fmt: skip
+
+
+def test_async_reports_the_dispatch_first() -> None:
+    step = run([send("s1", 1000, "b", latency=250, mode="ASYNC")], PRODUCER)
+    items = step.tables["fault_items"].sort_values("event_time")
+    assert list(zip(items["phase"], items["event_time"] - T0, items["latency_ms"], strict=True)) == [
+        ("dispatch", 750, 0), ("result", 1000, 250),
+    ]  # fmt: skip
+
+
+def test_an_older_update_is_stale_and_ignored() -> None:
+    first = run([send("s2", 5000, "b", "REMOTING_EXCEPTION", 0)], PRODUCER)
+    second = run([send("s1", 4000, "b")], PRODUCER, first.state)
+    assert second.stats["stale"] == 1
+    assert "fault_items" not in second.tables
+    assert second.stats["valid"] == 1  # a valid event, just older than what the table holds
+
+
+def test_late_and_future_events() -> None:
+    config = engine.EngineConfig(allowed_lateness_ms=60_000, max_future_skew_ms=3_600_000)
+    first = run([beat("h1", 100_000, "a")], config)
+    second = run(
+        [beat("late", 39_999, "a"), beat("ok", 40_000, "a"), beat("far", 100_000 + 3_600_001, "a")],
+        config,
+        first.state,
+    )
+    assert second.stats == {"valid": 1, "late": 1, "quarantined": 1, "stale": 0}
+    assert list(second.tables["late_events"]["event_id"]) == ["late"]
+    assert list(second.tables["quarantine"]["reason_code"]) == ["FUTURE_EVENT_TIME"]
+    assert second.state["clock"] == T0 + 100_000
+
+
+def test_route_expiry_follows_the_nameserver_scan() -> None:
+    # last heartbeat at +1 s: expired at the first 10 s scan after +121 s, i.e. +130 s
+    step = run(
+        [
+            beat("h1", 1000, "x"),
+            beat("h2", 125_000, "y"),
+            beat("h3", 131_000, "y"),
+            beat("h4", 140_000, "x"),
+        ],
+        CLUSTER_5,
+    )
+    assert decisions(step) == [
+        ("c", "x", "ROUTE_EXPIRED", 130_000, 130_000),
+        ("c", "x", "ROUTE_RESTORED", 140_000, 140_000),
+    ]
+
+
+def test_routing_decisions_only_for_failed_attempts_with_attempts_left() -> None:
+    step = run(
+        [
+            route("r", 0, "a", "b"),
+            send("s1", 1000, "a", "REMOTING_EXCEPTION", 0, attempt=0),
+            send("s2", 1001, "a", "REMOTING_EXCEPTION", 0, attempt=2),
+            send("s3", 1002, "a", "BROKER_EXCEPTION", 0, response_code=25),
+            send("s4", 1003, "a"),
+        ]
+    )
+    rows = step.tables["routing_decisions"]
+    assert sorted(
+        zip(rows["event_id"], rows["scope"], rows["selected_broker"], rows["rule"], strict=True)
+    ) == [
+        ("s1", "cluster", "b", "available-not-last"),
+        ("s1", "producer", "b", "available"),
+    ]
+
+
+def test_4_7_equals_quirk_shows_in_routing_decisions() -> None:
+    step = run(
+        [
+            route("r", 0, "a", "b"),
+            send("s1", 1000, "a", "REMOTING_EXCEPTION", 0, client_profile="rocketmq-4.7"),
+        ],
+        PRODUCER,
+    )
+    row = step.tables["routing_decisions"].iloc[0]
+    # a is isolated and is the last broker; 4.7.1 accepts only the last broker, so it ends up
+    # rewriting a queue to a via pickOneAtLeast
+    assert (row["selected_broker"], row["rule"], row["rewritten"]) == (
+        "a",
+        "pick-one-at-least",
+        True,
+    )
+
+
+def test_routing_table_changes() -> None:
+    step = run(
+        [
+            route("r", 0, "a", "b", queues=1),
+            send("s1", 1000, "a", "REMOTING_EXCEPTION", 0),
+            beat("h", 20_000, "b"),
+        ],
+        CLUSTER_5,
+    )
+    rows = step.tables["routing_table"].sort_values("effective_at")
+    assert [(t - T0, [q["broker_name"] for q in s], [i["broker_name"] for i in iso])
+            for t, s, iso in zip(rows["effective_at"], rows["selectable"], rows["isolated"], strict=True)] == [
+        (0, ["a", "b"], []), (1000, ["b"], ["a"]), (11_000, ["a", "b"], []),
+    ]  # fmt: skip
+
+
+def test_rejected_records_go_to_quarantine_untouched() -> None:
+    step = run(
+        [
+            {**beat("h", 0, "a"), "reason_code": "WRONG_TYPE", "reason": "wrong type for x"},
+            beat("h2", 1, "a"),
+        ]
+    )
+    q = step.tables["quarantine"]
+    assert list(q["reason_code"]) == ["WRONG_TYPE"] and step.stats["quarantined"] == 1
+    assert step.stats["valid"] == 1
+
+
+def test_state_from_another_version_is_refused() -> None:
+    with pytest.raises(ValueError, match="state schema version"):
+        engine.loads('{"v": 0}')
