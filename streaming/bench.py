@@ -43,8 +43,14 @@ def _passthrough(spark: Any, folder: Path, output: Path, batch: int) -> list[flo
     from deltalake import CommitProperties, DeltaTable, Transaction
     from deltalake.transaction import AddAction
 
-    schema = pa.schema([("value", pa.string()), ("origin", pa.string()), ("ingest_ms", pa.int64()),
-                        ("batch_id", pa.int64())])  # fmt: skip
+    schema = pa.schema(
+        [
+            ("value", pa.string()),
+            ("origin", pa.string()),
+            ("ingest_ms", pa.int64()),
+            ("batch_id", pa.int64()),
+        ]
+    )
     table = output / "passthrough"
     DeltaTable.create(str(table), schema=schema, mode="ignore")
     times: list[float] = []
@@ -66,25 +72,33 @@ def _passthrough(spark: Any, folder: Path, output: Path, batch: int) -> list[flo
             lambda it: write(it, batch_id), "path string, size bigint, records bigint"
         ).collect()
         dt = DeltaTable(str(table))
-        actions = [
+        actions: list[Any] = [
             AddAction(
                 m.path, m.size, {}, int(time.time() * 1000), True, f'{{"numRecords":{m.records}}}'
             )
             for m in metas
         ]
-        dt.create_write_transaction(actions, mode="append", schema=dt.schema(),
-            commit_properties=CommitProperties(app_transactions=[Transaction("bench", batch_id)]))  # fmt: skip
+        dt.create_write_transaction(
+            actions,
+            mode="append",
+            schema=dt.schema(),
+            commit_properties=CommitProperties(app_transactions=[Transaction("bench", batch_id)]),
+        )
         times.append(time.time() - started)
 
     from streaming.sources import FilesSource
 
     spark.dataSource.register(FilesSource)
     query = (
-        spark.readStream.format("faultline-files").option("path", str(folder))
-        .option("maxRecordsPerTrigger", str(batch)).load()
-        .writeStream.foreachBatch(sink).trigger(availableNow=True)
-        .option("checkpointLocation", str(output / "_ck_passthrough")).start()
-    )  # fmt: skip
+        spark.readStream.format("faultline-files")
+        .option("path", str(folder))
+        .option("maxRecordsPerTrigger", str(batch))
+        .load()
+        .writeStream.foreachBatch(sink)
+        .trigger(availableNow=True)
+        .option("checkpointLocation", str(output / "_ck_passthrough"))
+        .start()
+    )
     query.awaitTermination()
     return times
 
@@ -103,9 +117,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         folder = work / "events"
         total = _events(args.scenario, args.repeat, folder)
-        config = load_job_config(None, {"source": "files", "path": str(folder), "output": str(work / "job"),
-                                        "checkpoint": str(work / "ck"), "max_records_per_batch": args.batch,
-                                        "once": True})  # fmt: skip
+        config = load_job_config(
+            None,
+            {
+                "source": "files",
+                "path": str(folder),
+                "output": str(work / "job"),
+                "checkpoint": str(work / "ck"),
+                "max_records_per_batch": args.batch,
+                "once": True,
+            },
+        )
         spark = job._spark(config, work / "job")
         results = {}
         started = time.time()
@@ -125,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
             work / "job",
             work / "ck",
             progress,
-            on_batch=lambda s: times.append(s),
+            on_batch=times.append,
         )
         query.awaitTermination()
         results["full job"] = (time.time() - started, times)
@@ -134,10 +156,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         for name, (elapsed, batch_times) in results.items():
             steady = batch_times[1:] or batch_times
-            rate = sum(1 for _ in [0]) and total / elapsed
             print(
-                f"{name:>13}: {rate:>9,.0f} records/s overall ({elapsed:.1f} s), {len(batch_times)} batches, "
-                f"median batch {statistics.median(steady):.2f} s (first {batch_times[0]:.2f} s)"
+                f"{name:>13}: {total / elapsed:>9,.0f} records/s overall ({elapsed:.1f} s), "
+                f"{len(batch_times)} batches, median batch {statistics.median(steady):.2f} s "
+                f"(first {batch_times[0]:.2f} s), "
+                f"steady {args.batch / statistics.median(steady):,.0f} records/s"
             )
         ratio = results["pass-through"][0] / results["full job"][0]
         print(f"full job / pass-through throughput: {ratio:.2f}")

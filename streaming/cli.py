@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -40,6 +41,17 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    code = _main(args)
+    if args.command == "run":
+        # native threads (the JVM gateway's, delta-rs's) can abort an orderly interpreter exit
+        # after the job has finished; leave at once with the job's own exit code
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def _main(args: argparse.Namespace) -> int:
     try:
         if args.command == "simulate":
             return _simulate(args)
@@ -47,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FaultlineError as exc:
         print(f"faultline: {exc}", file=sys.stderr)
         return 2
-    except Exception as exc:  # noqa: BLE001  (a one-line reason, not a traceback)
+    except Exception as exc:  # a one-line reason, not a traceback
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         print(f"faultline: failed: {first}", file=sys.stderr)
         return 1
@@ -60,11 +72,16 @@ def _run(args: argparse.Namespace) -> int:
     if args.kafka_bootstrap or args.topic:
         raise FaultlineError_("the Kafka source arrives with the Kafka issue")
     overrides = {
-        "source": args.source, "path": args.path, "scenario": args.scenario,
-        "output": args.output, "checkpoint": args.checkpoint, "once": args.once,
-        "scope": args.scope, "master": args.master,
+        "source": args.source,
+        "path": args.path,
+        "scenario": args.scenario,
+        "output": args.output,
+        "checkpoint": args.checkpoint,
+        "once": args.once,
+        "scope": args.scope,
+        "master": args.master,
         "max_records_per_batch": args.max_records_per_batch,
-    }  # fmt: skip
+    }
     config = load_job_config(args.config, overrides)
     return run(config)
 
@@ -79,9 +96,7 @@ def _simulate(args: argparse.Namespace) -> int:
         )
     events = simulate(load_scenario(args.scenario))
     paths = write_jsonl(events, Path(args.out))
-    print(
-        f"faultline: {len(events)} events of scenario {args.scenario} in {len(paths)} files under {args.out}"
-    )
+    print(f"faultline: {len(events)} events of {args.scenario} in {len(paths)} files in {args.out}")
     return 0
 
 

@@ -25,7 +25,6 @@ from pydantic import (
 )
 
 from udfs.errors import ConfigError
-from udfs.rocketmq import PROFILES
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 DEFAULT_CONFIG = CONF_DIR / "faultline.yaml"
@@ -154,16 +153,15 @@ class Scenario(_Strict):
                     raise ValueError(
                         f"topics[{i}].brokers: {b!r} is not one of the brokers {sorted(brokers)}"
                     )
-        for kind, items in (("producers", self.producers), ("consumers", self.consumers)):
-            for i, item in enumerate(items):
-                if item.topic not in topics:
-                    raise ValueError(
-                        f"{kind}[{i}].topic: {item.topic!r} is not one of the topics {sorted(topics)}"
-                    )
+        users = [("producers", i, p.topic) for i, p in enumerate(self.producers)]
+        users += [("consumers", i, c.topic) for i, c in enumerate(self.consumers)]
+        for kind, i, used in users:
+            if used not in topics:
+                raise ValueError(f"{kind}[{i}].topic: {used!r} is not one of {sorted(topics)}")
         for i, fault in enumerate(self.faults):
             if fault.broker not in brokers:
                 raise ValueError(
-                    f"faults[{i}].broker: {fault.broker!r} is not one of the brokers {sorted(brokers)}"
+                    f"faults[{i}].broker: {fault.broker!r} is not one of {sorted(brokers)}"
                 )
         return self
 

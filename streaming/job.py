@@ -119,7 +119,6 @@ def build_query(
     on_batch: Callable[[float], None] | None = None,
 ) -> Any:
     from pyspark.sql.streaming.state import GroupStateTimeout
-    from pyspark.sql.types import StructType
 
     from streaming import sink
     from streaming.parse import parse_events
@@ -141,7 +140,7 @@ def build_query(
         .groupBy("cluster")
         .applyInPandasWithState(
             state_function(engine_config(config), str(output)),
-            StructType.fromDDL(_ddl(sink.META)),
+            _ddl(sink.META),
             STATE_SCHEMA,
             "append",
             GroupStateTimeout.NoTimeout,
@@ -248,6 +247,8 @@ def run(config: JobConfig, out: TextIO = sys.stdout) -> int:
     except KeyboardInterrupt:
         query.stop()
         print("faultline: stopped", file=out)
+    finally:
+        spark.stop()
     _print_summary(output, progress, out)
     return 0
 

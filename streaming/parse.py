@@ -14,14 +14,33 @@ MIN_EVENT_TIME = 946_684_800_000  # 2000-01-01
 MAX_EVENT_TIME = 4_102_444_800_000  # 2100-01-01
 
 STRING_FIELDS = (
-    "kind", "event_id", "cluster", "producer_id", "producer_group", "client_profile", "topic",
-    "broker_name", "outcome", "mode", "message_id", "consumer_group", "origin_message_id", "status",
-)  # fmt: skip
+    "kind",
+    "event_id",
+    "cluster",
+    "producer_id",
+    "producer_group",
+    "client_profile",
+    "topic",
+    "broker_name",
+    "outcome",
+    "mode",
+    "message_id",
+    "consumer_group",
+    "origin_message_id",
+    "status",
+)
 INT_FIELDS = {
-    "queue_id": "int", "latency_ms": "bigint", "response_code": "int", "attempt": "int",
-    "max_attempts": "int", "body_size": "bigint", "delay_level": "int",
-    "redelivery_count": "int", "reconsume_times": "int", "max_reconsume_times": "int",
-}  # fmt: skip
+    "queue_id": "int",
+    "latency_ms": "bigint",
+    "response_code": "int",
+    "attempt": "int",
+    "max_attempts": "int",
+    "body_size": "bigint",
+    "delay_level": "int",
+    "redelivery_count": "int",
+    "reconsume_times": "int",
+    "max_reconsume_times": "int",
+}
 KNOWN_FIELDS = (*STRING_FIELDS, *INT_FIELDS, "event_time", "brokers", "latency_fault_enable")
 
 REQUIRED = {
@@ -55,10 +74,12 @@ def parse_events(raw: DataFrame) -> DataFrame:
     ``{broker_name, write_queue_nums, perm}``.
     """
     df = raw.select(
-        "value", "origin", "ingest_ms",
+        "value",
+        "origin",
+        "ingest_ms",
         F.json_object_keys("value").alias("_keys"),
         F.from_json("value", _AS_STRINGS).alias("j"),
-    )  # fmt: skip
+    )
     cols: dict[str, Column] = {}
     wrong: dict[str, Column] = {}
     for name in STRING_FIELDS:
@@ -95,10 +116,13 @@ def parse_events(raw: DataFrame) -> DataFrame:
         ),
     ).otherwise(F.create_map().cast("map<string,string>"))
     df = df.select(
-        "value", "origin", "ingest_ms", "_keys",
+        "value",
+        "origin",
+        "ingest_ms",
+        "_keys",
         *(c.alias(n) for n, c in cols.items()),
         F.array_compact(F.array(*(F.when(w, F.lit(n)) for n, w in wrong.items()))).alias("_wrong"),
-    )  # fmt: skip
+    )
     df = df.withColumn("kind", F.coalesce("kind", F.lit("send_result")))
     df = df.withColumn("cluster", F.coalesce("cluster", F.lit("default")))
     return df.withColumns(_reason(df)).drop("_keys", "_wrong").withColumnRenamed("value", "raw")
@@ -141,13 +165,18 @@ def _reason(df: DataFrame) -> dict[str, Column]:
         (
             (F.col("event_time") < MIN_EVENT_TIME) | (F.col("event_time") >= MAX_EVENT_TIME),
             "EVENT_TIME_OUT_OF_RANGE",
-            F.concat(F.lit("event_time "), F.col("event_time").cast("string"),
-                     F.lit(" is not between 2000-01-01 and 2100-01-01")),
+            F.concat(
+                F.lit("event_time "),
+                F.col("event_time").cast("string"),
+                F.lit(" is not between 2000-01-01 and 2100-01-01"),
+            ),
         ),
         (
             F.col("latency_ms") < 0,
             "NEGATIVE_LATENCY",
-            F.concat(F.lit("latency_ms "), F.col("latency_ms").cast("string"), F.lit(" is negative")),
+            F.concat(
+                F.lit("latency_ms "), F.col("latency_ms").cast("string"), F.lit(" is negative")
+            ),
         ),
         (
             (kind == "send_result") & one_of("outcome", tuple(o.value for o in Outcome)),
@@ -157,8 +186,11 @@ def _reason(df: DataFrame) -> dict[str, Column]:
         (
             one_of("client_profile", tuple(PROFILES)),
             "UNKNOWN_PROFILE",
-            F.concat(F.lit("client_profile "), F.col("client_profile"),
-                     F.lit(f" is not one of {', '.join(PROFILES)}")),
+            F.concat(
+                F.lit("client_profile "),
+                F.col("client_profile"),
+                F.lit(f" is not one of {', '.join(PROFILES)}"),
+            ),
         ),
         (
             one_of("mode", tuple(m.value for m in SendMode)),
@@ -168,18 +200,27 @@ def _reason(df: DataFrame) -> dict[str, Column]:
         (
             (kind == "consume_result") & one_of("status", ("CONSUME_SUCCESS", "RECONSUME_LATER")),
             "UNKNOWN_STATUS",
-            F.concat(F.lit("status "), F.col("status"), F.lit(" is not CONSUME_SUCCESS or RECONSUME_LATER")),
+            F.concat(
+                F.lit("status "),
+                F.col("status"),
+                F.lit(" is not CONSUME_SUCCESS or RECONSUME_LATER"),
+            ),
         ),
         (
-            (F.col("attempt") < 0) | (F.col("max_attempts") < 1)
-            | (F.col("attempt") >= F.col("max_attempts")) | (F.col("queue_id") < 0)
+            (F.col("attempt") < 0)
+            | (F.col("max_attempts") < 1)
+            | (F.col("attempt") >= F.col("max_attempts"))
+            | (F.col("queue_id") < 0)
             | (F.col("reconsume_times") < 0),
             "INVALID_VALUE",
             F.lit("attempt, max_attempts, queue_id or reconsume_times out of range"),
         ),
-        ((kind == "route") & bad_route, "INVALID_ROUTE",
-         F.lit("a route broker needs broker_name and write_queue_nums > 0")),
-    ]  # fmt: skip
+        (
+            (kind == "route") & bad_route,
+            "INVALID_ROUTE",
+            F.lit("a route broker needs broker_name and write_queue_nums > 0"),
+        ),
+    ]
     code: Column = F.lit(None).cast("string")
     reason: Column = F.lit(None).cast("string")
     for condition, name, text in reversed(checks):

@@ -22,7 +22,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
-from deltalake.transaction import AddAction
+from deltalake.transaction import AddAction, RemoveAction
 
 from udfs.schema import BATCHES, TABLES
 
@@ -96,13 +96,14 @@ def commit_batch(
         table = DeltaTable(str(root / name))
         keep = {e["path"] for e in entries}
         done = (table.transaction_version(app_id) or -1) >= batch_id
-        for stray in (root / name).glob(f"part-{batch_id:08d}-*.parquet"):
-            # files of failed task attempts, or of a replay of a batch already committed
-            if done or stray.name not in keep:
-                stray.unlink(missing_ok=True)
-        if done:
+        if done:  # the batch is in the table already: this replay's files are not needed
+            for path in keep:
+                (root / name / path).unlink(missing_ok=True)
             continue
-        actions = [
+        for stray in (root / name).glob(f"part-{batch_id:08d}-*.parquet"):
+            if stray.name not in keep:  # left by a failed task attempt of this batch
+                stray.unlink(missing_ok=True)
+        actions: list[AddAction | RemoveAction] = [
             AddAction(
                 e["path"],
                 int(e["size"]),

@@ -52,7 +52,7 @@ def count_records(path: Path) -> int:
 
 
 @dataclass(frozen=True)
-class FileSlice(InputPartition):  # type: ignore[misc]
+class FileSlice(InputPartition):
     path: str
     begin: int
     end: int
@@ -82,7 +82,7 @@ def _row_json(row: dict[str, Any]) -> str:
     return json.dumps({k: v for k, v in row.items() if v is not None}, default=str)
 
 
-class FilesReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+class FilesReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """A folder of JSON-lines or Parquet files read as a stream, record by record.
 
     Offset ``{"file": name, "line": n}``: every record of files sorting before ``name`` and the
@@ -155,14 +155,15 @@ class FilesReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type:
                 slices.append(FileSlice(str(self.folder / name), begin, stop))
         return slices
 
-    def read(self, partition: FileSlice) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, FileSlice)
         yield read_slice(Path(partition.path), partition.begin, partition.end)
 
     def commit(self, end: dict[str, Any]) -> None:
         pass
 
 
-class FilesSource(DataSource):  # type: ignore[misc]
+class FilesSource(DataSource):
     """``spark.readStream.format("faultline-files").option("path", DIR)``."""
 
     @classmethod
@@ -173,4 +174,4 @@ class FilesSource(DataSource):  # type: ignore[misc]
         return RAW_SCHEMA
 
     def streamReader(self, schema: Any) -> FilesReader:
-        return FilesReader(self.options)
+        return FilesReader(dict(self.options))

@@ -32,7 +32,9 @@ def state_function(
     def advance(
         key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: Any
     ) -> Iterator[pd.DataFrame]:
-        batch_id = int(TaskContext.get().getLocalProperty(BATCH_ID))
+        context = TaskContext.get()
+        assert context is not None, "called outside a Spark task"
+        batch_id = int(str(context.getLocalProperty(BATCH_ID)))
         parts = list(frames)
         events = pd.concat(parts, ignore_index=True) if parts else EVENTS.empty_table().to_pandas()
         previous = engine.loads(state.get[0]) if state.exists else None

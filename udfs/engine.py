@@ -381,7 +381,7 @@ class _Table:
         start[by["pos"].to_numpy()] = by_start
         rows["start"] = start
         self.by_broker: dict[str, np.ndarray] = {
-            b: g for b, g in rows.groupby("broker", sort=False)["pos"].agg(np.asarray).items()
+            str(b): g for b, g in rows.groupby("broker", sort=False)["pos"].agg(np.asarray).items()
         }
         self.order = _ConcurrentHashMapOrder(tstate["cap"], [it[0] for it in tstate["items"]])
         firsts = [(int(p[0]), b) for b, p in self.by_broker.items() if b not in self.init]
@@ -410,7 +410,7 @@ class _Table:
         row = int(positions[idx])
         if removed is not None and row < removed:
             return None
-        r = self.rows
+        r: Any = self.rows
         return FaultItem(
             broker,
             int(r.at[row, "latency"]),
@@ -571,10 +571,10 @@ def _decide(
     prev_iso = np.where(first, init_pending[group], np.roll(iso, 1))
     changed = first & (start != init_start[group]) | ~first & (start != np.roll(start, 1))
     changed |= seq["removal"].to_numpy(bool)
-    cause = pd.Series(np.where(changed, eid, None), dtype=object)
+    cause = pd.Series(np.where(changed, eid, np.array(None, dtype=object)), dtype="object")
     cause_filled = cause.groupby(group).ffill()
     cause_filled = cause_filled.where(
-        cause_filled.notna(), pd.Series(init_cause[group], dtype=object)
+        cause_filled.notna(), pd.Series(init_cause[group], dtype="object")
     )
     cause_arr = cause_filled.to_numpy(object)
     prev_cause = np.where(first, init_cause[group], np.roll(cause_arr, 1))
@@ -600,7 +600,7 @@ def _decide(
         )
     for mask, name in ((isolate, "ISOLATE"), (extend, "EXTEND"), (shorten, "SHORTEN")):
         for i in np.flatnonzero(mask):
-            decisions.append((b[i], name, int(t[i]), int(start[i]), _why(seq, i), eid[i], 1))
+            decisions.append((b[i], name, int(t[i]), int(start[i]), _why(seq, int(i)), eid[i], 1))
     for i in np.flatnonzero(cleared):
         reason = (
             "removed from the fault table: pickOneAtLeast's broker has no write queues in the route"
@@ -761,6 +761,7 @@ class _Run:
     def _decision_rows(self, sends: pd.DataFrame) -> pd.DataFrame:
         failed = sends[sends["outcome"] != "SEND_OK"]
         keep = []
+        r: Any
         for r in failed.itertuples(index=False):
             profile = self.config.profile(r.client_profile)
             effect = attempt_effect(

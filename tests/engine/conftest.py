@@ -15,13 +15,13 @@ T0 = 1_795_255_200_000  # 2026-11-21 10:00:00 UTC
 def frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     """Events as the stateful step receives them from Spark."""
     full = []
-    for r in rows:
+    for row in rows:
         r = {
             "cluster": "c",
-            "raw": json.dumps(r, default=str),
+            "raw": json.dumps(row),
             "origin": "test",
             "ingest_ms": 0,
-            **r,
+            **row,
         }
         if "brokers" in r:
             r["brokers_json"] = json.dumps(r.pop("brokers"))
@@ -33,11 +33,22 @@ def send(
     eid: str, t: int, broker: str, outcome: str = "SEND_OK", latency: int = 10, **kw: Any
 ) -> dict[str, Any]:
     return {
-        "kind": "send_result", "event_id": eid, "event_time": T0 + t, "producer_id": "p",
-        "client_profile": "rocketmq-4.9", "topic": "T", "broker_name": broker, "queue_id": 0,
-        "latency_ms": latency, "outcome": outcome, "attempt": 0, "max_attempts": 3,
-        "mode": "SYNC", "message_id": f"m-{eid}", **kw,
-    }  # fmt: skip
+        "kind": "send_result",
+        "event_id": eid,
+        "event_time": T0 + t,
+        "producer_id": "p",
+        "client_profile": "rocketmq-4.9",
+        "topic": "T",
+        "broker_name": broker,
+        "queue_id": 0,
+        "latency_ms": latency,
+        "outcome": outcome,
+        "attempt": 0,
+        "max_attempts": 3,
+        "mode": "SYNC",
+        "message_id": f"m-{eid}",
+        **kw,
+    }
 
 
 def beat(eid: str, t: int, broker: str) -> dict[str, Any]:
@@ -46,9 +57,12 @@ def beat(eid: str, t: int, broker: str) -> dict[str, Any]:
 
 def route(eid: str, t: int, *brokers: str, queues: int = 2) -> dict[str, Any]:
     return {
-        "kind": "route", "event_id": eid, "event_time": T0 + t, "topic": "T",
+        "kind": "route",
+        "event_id": eid,
+        "event_time": T0 + t,
+        "topic": "T",
         "brokers": [{"broker_name": b, "write_queue_nums": queues, "perm": 6} for b in brokers],
-    }  # fmt: skip
+    }
 
 
 def run(

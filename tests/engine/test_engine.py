@@ -59,8 +59,10 @@ def test_5x_extends_and_4x_shortens() -> None:
     rows = [send("s1", 1000, "b", latency=3000), send("s2", 2000, "b", latency=600)]
     four = decisions(run(rows, PRODUCER))
     assert ("p", "b", "SHORTEN", 2000, 32_000) in four
-    rows5 = [send("s1", 1000, "b", latency=600, client_profile="rocketmq-5"),
-             send("s2", 2000, "b", latency=3000, client_profile="rocketmq-5")]  # fmt: skip
+    rows5 = [
+        send("s1", 1000, "b", latency=600, client_profile="rocketmq-5"),
+        send("s2", 2000, "b", latency=3000, client_profile="rocketmq-5"),
+    ]
     assert ("p", "b", "EXTEND", 2000, 8000) in decisions(run(rows5, PRODUCER))
 
 
@@ -73,17 +75,25 @@ def test_switch_off_producers_have_no_table_but_feed_the_cluster_view() -> None:
 def test_fault_items_one_row_per_update_per_scope() -> None:
     step = run([send("s1", 1000, "a"), send("s2", 1001, "b", "REMOTING_EXCEPTION", 0)])
     items = step.tables["fault_items"]
-    assert sorted(zip(items["scope"], items["event_id"], items["not_available_ms"], strict=True)) == [
-        ("cluster", "s1", 0), ("cluster", "s2", 10_000), ("producer", "s1", 0), ("producer", "s2", 600_000),
-    ]  # fmt: skip
+    assert sorted(
+        zip(items["scope"], items["event_id"], items["not_available_ms"], strict=True)
+    ) == [
+        ("cluster", "s1", 0),
+        ("cluster", "s2", 10_000),
+        ("producer", "s1", 0),
+        ("producer", "s2", 600_000),
+    ]
 
 
 def test_async_reports_the_dispatch_first() -> None:
     step = run([send("s1", 1000, "b", latency=250, mode="ASYNC")], PRODUCER)
     items = step.tables["fault_items"].sort_values("event_time")
-    assert list(zip(items["phase"], items["event_time"] - T0, items["latency_ms"], strict=True)) == [
-        ("dispatch", 750, 0), ("result", 1000, 250),
-    ]  # fmt: skip
+    assert list(
+        zip(items["phase"], items["event_time"] - T0, items["latency_ms"], strict=True)
+    ) == [
+        ("dispatch", 750, 0),
+        ("result", 1000, 250),
+    ]
 
 
 def test_an_older_update_is_stale_and_ignored() -> None:
@@ -172,10 +182,16 @@ def test_routing_table_changes() -> None:
         CLUSTER_5,
     )
     rows = step.tables["routing_table"].sort_values("effective_at")
-    assert [(t - T0, [q["broker_name"] for q in s], [i["broker_name"] for i in iso])
-            for t, s, iso in zip(rows["effective_at"], rows["selectable"], rows["isolated"], strict=True)] == [
-        (0, ["a", "b"], []), (1000, ["b"], ["a"]), (11_000, ["a", "b"], []),
-    ]  # fmt: skip
+    assert [
+        (t - T0, [q["broker_name"] for q in s], [i["broker_name"] for i in iso])
+        for t, s, iso in zip(
+            rows["effective_at"], rows["selectable"], rows["isolated"], strict=True
+        )
+    ] == [
+        (0, ["a", "b"], []),
+        (1000, ["b"], ["a"]),
+        (11_000, ["a", "b"], []),
+    ]
 
 
 def test_rejected_records_go_to_quarantine_untouched() -> None:

@@ -1,0 +1,88 @@
+"""Helpers for the end-to-end runs: the real ``faultline`` command, the real Spark, the real
+Delta tables."""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from deltalake import DeltaTable
+
+FAULTLINE = [sys.executable, "-m", "streaming.cli"]
+DECISION_TABLES = ("broker_decisions", "routing_decisions", "routing_table")
+OUTPUT_TABLES = ("fault_items", *DECISION_TABLES, "quarantine", "late_events")
+
+
+def faultline(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*FAULTLINE, *args],
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def start(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [*FAULTLINE, *args],
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def batches_committed(output: Path) -> int:
+    try:
+        return len(DeltaTable(str(output / "batches")).to_pyarrow_table(columns=["batch_id"]))
+    except Exception:  # not created yet
+        return 0
+
+
+def interrupt_after(
+    proc: subprocess.Popen[str], output: Path, batches: int, sig: int, limit: float = 300
+) -> int:
+    """Send ``sig`` once ``batches`` batches are committed; returns the exit code."""
+    deadline = time.time() + limit
+    while time.time() < deadline and proc.poll() is None and batches_committed(output) < batches:
+        time.sleep(0.05)
+    if proc.poll() is None:
+        proc.send_signal(sig)
+    proc.communicate(timeout=limit)
+    return proc.returncode
+
+
+def table(output: Path, name: str) -> pd.DataFrame:
+    return DeltaTable(str(output / name)).to_pandas()
+
+
+def canonical(output: Path, name: str) -> list[tuple[Any, ...]]:
+    """A table's rows as a sorted list, without ``batch_id``: equal lists mean equal tables."""
+    frame = table(output, name).drop(columns="batch_id")
+    rows = [tuple(_plain(v) for v in row) for row in frame.itertuples(index=False)]
+    return sorted(rows, key=repr)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (list, tuple)) or hasattr(value, "tolist"):
+        return repr(list(value))
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+KILL = signal.SIGKILL
+INT = signal.SIGINT

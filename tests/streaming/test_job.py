@@ -1,0 +1,375 @@
+"""End to end: ``faultline run`` on the real Spark, read back from the real Delta tables."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from streaming.config import load_scenario
+from streaming.simulator import HEARTBEAT_TIMEOUT_MS, SCAN_INTERVAL_MS, simulate
+from tests.streaming.conftest import (
+    DECISION_TABLES,
+    INT,
+    KILL,
+    OUTPUT_TABLES,
+    canonical,
+    faultline,
+    interrupt_after,
+    start,
+    table,
+)
+from udfs.rocketmq import PROFILES, not_available_duration
+
+pytestmark = pytest.mark.spark
+
+
+# --- the default run, exactly as the README has it ---------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def default_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    cwd = tmp_path_factory.mktemp("default")
+    result = faultline("run", cwd=cwd)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return cwd / "output", result.stdout
+
+
+def test_default_run_prints_progress_and_a_summary(default_run: tuple[Path, str]) -> None:
+    output, stdout = default_run
+    assert "batch 0:" in stdout and "isolated now:" in stdout
+    assert "isolations (cluster scope)" in stdout and "rows per table:" in stdout
+    for name in (*OUTPUT_TABLES, "batches"):
+        assert str(output / name) in stdout
+    events = simulate(load_scenario("default"))
+    batches = table(output, "batches")
+    assert batches["input"].sum() == len(events)
+    assert (batches["valid"] + batches["quarantined"] + batches["late"] == batches["input"]).all()
+
+
+def _expected_durations(profile: str, broker: str) -> set[int]:
+    """The isolation durations ROCKETMQ.md gives for the default scenario's faults."""
+    p = PROFILES[profile]
+    if broker == "broker-e":  # slow but successful: 600-900 ms
+        return {not_available_duration(p, latency) for latency in (600, 900)}
+    if broker == "broker-b":  # latency spike, successful: 1500-2800 ms
+        return {not_available_duration(p, latency) for latency in range(1500, 2801, 100)}
+    # outage and flapping: REMOTING_EXCEPTION, the isolation substitute
+    return {not_available_duration(p, 0, isolation=True)}
+
+
+def test_injected_faults_isolate_for_the_durations_of_each_profile(
+    default_run: tuple[Path, str],
+) -> None:
+    output, _ = default_run
+    decisions = table(output, "broker_decisions")
+    isolating = decisions[decisions["decision"].isin(["ISOLATE", "EXTEND", "SHORTEN"])]
+    seen: dict[tuple[str, str], set[int]] = {}
+    for row in isolating.itertuples():
+        seen.setdefault((row.profile, row.broker_name), set()).add(
+            row.available_from - row.effective_at
+        )
+    for (profile, broker), durations in seen.items():
+        assert durations <= _expected_durations(profile, broker), (profile, broker, durations)
+    # every fault shows under every profile, with the profile's own numbers
+    for broker in ("broker-b", "broker-c", "broker-d", "broker-e"):
+        for profile in ("rocketmq-4.9", "rocketmq-5"):
+            assert (profile, broker) in seen, (profile, broker)
+    assert seen[("rocketmq-4.9", "broker-c")] == {600_000}
+    assert seen[("rocketmq-5", "broker-c")] == {10_000}
+    assert seen[("rocketmq-4.9", "broker-e")] == {30_000}
+    assert seen[("rocketmq-5", "broker-e")] == {2_000}
+
+
+def test_healthy_broker_is_never_isolated_and_every_isolation_ends(
+    default_run: tuple[Path, str],
+) -> None:
+    output, _ = default_run
+    decisions = table(output, "broker_decisions")
+    assert decisions[decisions["broker_name"] == "broker-a"].empty
+    for (scope, key, broker), group in decisions.groupby(["scope", "scope_key", "broker_name"]):
+        kinds = list(group.sort_values(["effective_at", "decision"])["decision"])
+        fault_kinds = [k for k in kinds if not k.startswith("ROUTE")]
+        if fault_kinds:
+            assert fault_kinds[-1] == "RESTORE", (scope, key, broker, kinds)
+            assert fault_kinds.count("ISOLATE") == fault_kinds.count("RESTORE"), (
+                scope,
+                key,
+                broker,
+            )
+    producers = set(table(output, "fault_items").query("scope == 'producer'")["scope_key"])
+    assert producers == {"p-47", "p-49", "p-5", "p-5-async"}  # p-49-off runs with the switch off
+
+
+def test_a_silent_broker_drops_out_of_the_route_and_comes_back(
+    default_run: tuple[Path, str],
+) -> None:
+    output, _ = default_run
+    decisions = table(output, "broker_decisions")
+    route = decisions[decisions["decision"].str.startswith("ROUTE")].sort_values("effective_at")
+    assert list(zip(route["broker_name"], route["decision"], strict=True)) == [
+        ("broker-f", "ROUTE_EXPIRED"),
+        ("broker-f", "ROUTE_RESTORED"),
+    ]
+    beats = sorted(
+        e["event_time"]
+        for e in simulate(load_scenario("default"))
+        if e["kind"] == "heartbeat" and e["broker_name"] == "broker-f"
+    )
+    expired, restored = route["effective_at"].tolist()
+    last = max(t for t in beats if t < expired)
+    assert expired == ((last + HEARTBEAT_TIMEOUT_MS) // SCAN_INTERVAL_MS + 1) * SCAN_INTERVAL_MS
+    assert restored == min(t for t in beats if t > expired)
+    rows = table(output, "routing_table").query("scope == 'cluster'").sort_values("effective_at")
+    during = rows[(rows["effective_at"] >= expired) & (rows["effective_at"] < restored)]
+    assert all("broker-f" not in {q["broker_name"] for q in s} for s in during["selectable"])
+
+
+def test_routing_decisions_follow_each_profile(default_run: tuple[Path, str]) -> None:
+    output, _ = default_run
+    decisions = table(output, "routing_decisions")
+    assert set(decisions["scope"]) == {"cluster", "producer"}
+    producer = decisions[decisions["scope"] == "producer"]
+    # 4.9.7 and 5.x with the switch on never send the retry to the broker that just failed
+    # while another is available; 4.7.1's equals quirk does
+    later = producer[producer["profile"].isin(["rocketmq-5"])]
+    assert (later["selected_broker"] != later["failed_broker"]).all()
+    assert set(producer["rule"]) <= {
+        "available",
+        "available-last-broker",
+        "pick-one-at-least",
+        "available-not-last",
+        "reachable-not-last",
+        "not-last-broker",
+        "fallback-plain",
+        "removed-then-plain",
+        "exception-then-plain",
+        "plain",
+    }
+
+
+# --- restarts, crashes and batch sizes, on the quick scenario ---------------------------------
+
+
+def _quick(cwd: Path, name: str, *extra: str, env: dict[str, str] | None = None) -> Path:
+    result = faultline(
+        "run",
+        "--scenario",
+        "quick",
+        "--output",
+        str(cwd / name / "out"),
+        "--checkpoint",
+        str(cwd / name / "ck"),
+        *extra,
+        cwd=cwd,
+        env=env,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return cwd / name / "out"
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The quick scenario, uninterrupted, in micro-batches of 200 records."""
+    return _quick(tmp_path_factory.mktemp("reference"), "ref", "--max-records-per-batch", "200")
+
+
+def _same_tables(a: Path, b: Path, names: tuple[str, ...] = OUTPUT_TABLES) -> None:
+    for name in names:
+        assert canonical(a, name) == canonical(b, name), name
+
+
+def test_one_batch_and_many_small_batches_give_the_same_decisions(
+    reference: Path, tmp_path: Path
+) -> None:
+    one = _quick(tmp_path, "one", "--max-records-per-batch", "1000000")
+    assert len(table(one, "batches")) == 1 and len(table(reference, "batches")) > 3
+    _same_tables(reference, one, ("fault_items", *DECISION_TABLES))
+
+
+@pytest.mark.parametrize(("how", "sig"), [("stop", INT), ("kill", KILL)])
+def test_interrupted_and_restarted_equals_uninterrupted(
+    reference: Path, tmp_path: Path, how: str, sig: int
+) -> None:
+    args = (
+        "run",
+        "--scenario",
+        "quick",
+        "--output",
+        str(tmp_path / "out"),
+        "--checkpoint",
+        str(tmp_path / "ck"),
+        "--max-records-per-batch",
+        "200",
+    )
+    proc = start(*args, cwd=tmp_path)
+    code = interrupt_after(proc, tmp_path / "out", 2, sig)
+    assert code == (0 if how == "stop" else -9)
+    done = len(table(tmp_path / "out", "batches"))
+    assert 2 <= done < len(table(reference, "batches"))
+    result = faultline(*args, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    _same_tables(reference, tmp_path / "out")
+    assert canonical(reference, "batches") != [] and len(table(tmp_path / "out", "batches")) == len(
+        table(reference, "batches")
+    )
+
+
+def test_driver_killed_between_table_commits_recovers_exactly_once(
+    reference: Path, tmp_path: Path
+) -> None:
+    args = (
+        "run",
+        "--scenario",
+        "quick",
+        "--output",
+        str(tmp_path / "out"),
+        "--checkpoint",
+        str(tmp_path / "ck"),
+        "--max-records-per-batch",
+        "200",
+    )
+    crashed = faultline(*args, cwd=tmp_path, env={"FAULTLINE_FAILPOINT": "after-first-table:2"})
+    assert crashed.returncode == -9
+    assert len(table(tmp_path / "out", "batches")) == 2  # batch 2 got one table in, no batches row
+    result = faultline(*args, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    _same_tables(reference, tmp_path / "out")
+    leftovers = [p for p in (tmp_path / "out" / "fault_items").glob("*.parquet")]
+    committed = {
+        Path(u).name
+        for u in __import__("deltalake")
+        .DeltaTable(str(tmp_path / "out" / "fault_items"))
+        .file_uris()
+    }
+    assert {p.name for p in leftovers} == committed  # no orphan files
+
+
+# --- bad input ---------------------------------------------------------------------------------
+
+
+def test_salted_stream_counts_in_equal_counts_out(tmp_path: Path) -> None:
+    events = simulate(load_scenario("quick"))
+    lines = [json.dumps(e) for e in events]
+    t0, cluster = events[0]["event_time"], events[0]["cluster"]
+    salt = [
+        "{not json",
+        "[1, 2, 3]",
+        json.dumps({**events[5], "event_id": "wrong-type", "latency_ms": "slow"}),
+        json.dumps({"kind": "heartbeat", "broker_name": "broker-a", "event_time": t0}),  # no id
+        json.dumps(
+            {
+                **events[5],
+                "event_id": "negative",
+                "kind": "send_result",
+                "producer_id": "p",
+                "topic": "orders",
+                "broker_name": "broker-a",
+                "outcome": "SEND_OK",
+                "latency_ms": -5,
+            }
+        ),
+        json.dumps(
+            {
+                **events[5],
+                "event_id": "unknown-outcome",
+                "kind": "send_result",
+                "producer_id": "p",
+                "topic": "orders",
+                "broker_name": "broker-a",
+                "outcome": "MAYBE",
+                "latency_ms": 5,
+            }
+        ),
+        json.dumps(
+            {
+                "kind": "heartbeat",
+                "event_id": "year-3000",
+                "broker_name": "broker-a",
+                "event_time": "3000-01-01T00:00:00Z",
+            }
+        ),
+        json.dumps(
+            {
+                "kind": "heartbeat",
+                "event_id": "two-hours-ahead",
+                "broker_name": "broker-a",
+                "cluster": cluster,
+                "event_time": events[300]["event_time"] + 7_200_000,
+            }
+        ),
+        "",
+    ]
+    late = [
+        json.dumps(
+            {
+                "kind": "heartbeat",
+                "event_id": f"late-{i}",
+                "broker_name": "broker-a",
+                "cluster": cluster,
+                "event_time": t0 + i,
+            }
+        )
+        for i in range(3)
+    ]
+    body = lines[:300] + salt + lines[300:]
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "part-00000.jsonl").write_text("\n".join(body) + "\n")
+    args = (
+        "run",
+        "--source",
+        "files",
+        "--path",
+        str(folder),
+        "--once",
+        "--output",
+        str(tmp_path / "out"),
+        "--checkpoint",
+        str(tmp_path / "ck"),
+        "--max-records-per-batch",
+        "400",
+    )
+    first = faultline(*args, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr[-3000:]
+    # a file that arrives later, with events older than the clock minus the allowed lateness
+    (folder / "part-00001.jsonl").write_text("\n".join(late) + "\n")
+    second = faultline(*args, cwd=tmp_path)
+    assert second.returncode == 0, second.stderr[-3000:]
+    body += late
+    out = tmp_path / "out"
+    batches = table(out, "batches")
+    assert batches["input"].sum() == len(body)
+    assert batches["quarantined"].sum() == len(salt)
+    assert batches["late"].sum() == len(late)
+    assert batches["valid"].sum() == len(lines)
+    quarantine = table(out, "quarantine")
+    assert sorted(quarantine["reason_code"]) == sorted(
+        [
+            "MALFORMED_JSON",
+            "MALFORMED_JSON",
+            "WRONG_TYPE",
+            "MISSING_FIELD",
+            "NEGATIVE_LATENCY",
+            "UNKNOWN_OUTCOME",
+            "EVENT_TIME_OUT_OF_RANGE",
+            "FUTURE_EVENT_TIME",
+            "MALFORMED_JSON",
+        ]
+    )
+    assert set(quarantine["origin"]) >= {"part-00000.jsonl:301", "part-00000.jsonl:302"}
+    assert sorted(table(out, "late_events")["event_id"]) == ["late-0", "late-1", "late-2"]
+
+
+def test_bad_configuration_stops_before_spark_and_names_the_key(tmp_path: Path) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text("scope: everything\nmax_records_per_batch: 0\nunknown_key: 1\n")
+    result = faultline("run", "--config", str(config), cwd=tmp_path, timeout=60)
+    assert result.returncode == 2
+    assert f"{config}: scope = 'everything'" in result.stderr
+    assert f"{config}: max_records_per_batch = 0" in result.stderr
+    assert f"{config}: unknown_key = 1: unknown key" in result.stderr
+    flag = faultline("run", "--scope", "all", cwd=tmp_path, timeout=60)
+    assert flag.returncode == 2 and "command line --scope: scope = 'all'" in flag.stderr
+    assert not (tmp_path / "output").exists()
