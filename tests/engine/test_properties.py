@@ -1,0 +1,77 @@
+"""Invariants of the engine: batch boundaries change nothing; vectorized rules equal scalar ones."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streaming.config import load_scenario
+from streaming.simulator import simulate
+from tests.engine.conftest import frame
+from udfs import engine
+from udfs.rocketmq import PROFILES, FaultTable, not_available_duration
+from udfs.rocketmq._vector import not_available_durations, start_timestamps
+
+EVENTS = simulate(load_scenario("quick"))
+ROWS = [{**{k: v for k, v in e.items() if k != "cluster"}, "cluster": "c"} for e in EVENTS]
+
+
+def _run_in_batches(cuts: list[int]) -> dict[str, list[str]]:
+    state: dict[str, Any] | None = None
+    tables: dict[str, list[str]] = {}
+    bounds = [0, *sorted(set(cuts)), len(ROWS)]
+    for begin, end in itertools.pairwise(bounds):
+        if begin == end:
+            continue
+        step = engine.advance("c", state, frame(ROWS[begin:end]), engine.EngineConfig())
+        state = engine.loads(engine.dumps(step.state))  # as Spark stores it
+        for name, df in step.tables.items():
+            tables.setdefault(name, []).extend(
+                json.dumps(r, sort_keys=True, default=str) for r in df.to_dict("records")
+            )
+    return {k: sorted(v) for k, v in tables.items()}
+
+
+WHOLE = _run_in_batches([])
+
+
+@settings(max_examples=8, deadline=None)
+@given(st.lists(st.integers(1, len(ROWS) - 1), min_size=1, max_size=12))
+def test_any_split_into_batches_gives_the_same_rows(cuts: list[int]) -> None:
+    assert _run_in_batches(cuts) == WHOLE
+
+
+def test_the_quick_scenario_isolates_something() -> None:
+    decisions = [json.loads(r) for r in WHOLE["broker_decisions"]]
+    assert {d["decision"] for d in decisions} >= {"ISOLATE", "RESTORE"}
+
+
+updates = st.lists(
+    st.tuples(st.integers(-100, 40_000), st.booleans(), st.integers(0, 3_000)), max_size=30
+)
+
+
+@given(st.sampled_from(list(PROFILES.values())), updates, st.integers(0, 10**6))
+def test_vectorized_updates_equal_the_scalar_fault_table(profile, steps, initial) -> None:  # type: ignore[no-untyped-def]
+    table = FaultTable(profile)
+    if profile.line == "5":
+        table.update("b", 0, initial, now_ms=0)
+    expected, now, times = [], 0, []
+    for latency, isolation, gap in steps:
+        now += gap
+        times.append(now)
+        expected.append(table.report("b", latency, isolation, now).start_timestamp)  # type: ignore[union-attr]
+    latency = np.array([s[0] for s in steps], dtype=np.int64)
+    isolation = np.array([s[1] for s in steps], dtype=bool)
+    durations = not_available_durations(profile, latency, isolation)
+    assert durations.tolist() == [not_available_duration(profile, s[0], s[1]) for s in steps]
+    first = np.zeros(len(steps), dtype=bool)
+    first[:1] = True
+    init = np.full(len(steps), initial if profile.line == "5" else 0, dtype=np.int64)
+    starts = start_timestamps(profile, first, init, np.array(times, dtype=np.int64), durations)
+    assert starts.tolist() == expected
