@@ -315,7 +315,10 @@ def _report_rows(
     dispatch = rows["phase"].to_numpy() == 0
     frame = pd.DataFrame(
         {
-            "time": np.where(dispatch, t - latency, t),
+            # the dispatch report is applied at the event's own time, just before its result: one
+            # stamped earlier than its event could land behind updates written in an earlier
+            # batch, and the tables would then depend on where batches are cut
+            "time": t,
             "event_id": src["event_id"].to_numpy(),
             "phase": rows["phase"].to_numpy(np.int8),
             "broker": src["broker_name"].to_numpy(),
@@ -668,6 +671,11 @@ class _Run:
     def prepare_tables(self, scope: str, sends: pd.DataFrame) -> None:
         config = self.config
         if scope == CLUSTER:
+            # the cluster's table exists from its first event, so that its routing table is
+            # published from the first route on, whichever batch the first send falls in
+            self._tstate(scope, self.cluster, config.cluster_profile)["profile"] = (
+                config.cluster_profile
+            )
             profiles = pd.Series(config.cluster_profile, index=sends.index)
             chosen = sends
             keys = pd.Series(self.cluster, index=sends.index)

@@ -91,7 +91,7 @@ def test_async_reports_the_dispatch_first() -> None:
     assert list(
         zip(items["phase"], items["event_time"] - T0, items["latency_ms"], strict=True)
     ) == [
-        ("dispatch", 750, 0),
+        ("dispatch", 1000, 0),
         ("result", 1000, 250),
     ]
 
