@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from udfs.errors import FaultlineError
+from udfs.errors import ConfigError, FaultlineError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -70,7 +70,7 @@ def _run(args: argparse.Namespace) -> int:
     from streaming.job import run
 
     if args.kafka_bootstrap or args.topic:
-        raise FaultlineError_("the Kafka source arrives with the Kafka issue")
+        raise ConfigError("the Kafka source arrives with the Kafka issue")
     overrides = {
         "source": args.source,
         "path": args.path,
@@ -91,17 +91,13 @@ def _simulate(args: argparse.Namespace) -> int:
     from streaming.simulator import simulate, write_jsonl
 
     if not args.out:
-        raise FaultlineError_(
+        raise ConfigError(
             "simulate needs --out DIR (Kafka publishing arrives with the Kafka issue)"
         )
     events = simulate(load_scenario(args.scenario))
     paths = write_jsonl(events, Path(args.out))
     print(f"faultline: {len(events)} events of {args.scenario} in {len(paths)} files in {args.out}")
     return 0
-
-
-class FaultlineError_(FaultlineError):
-    pass
 
 
 if __name__ == "__main__":

@@ -118,6 +118,7 @@ def build_query(
     progress: Progress,
     on_batch: Callable[[float], None] | None = None,
 ) -> Any:
+    from pyspark.sql.pandas.types import from_arrow_schema
     from pyspark.sql.streaming.state import GroupStateTimeout
 
     from streaming import sink
@@ -140,7 +141,7 @@ def build_query(
         .groupBy("cluster")
         .applyInPandasWithState(
             state_function(engine_config(config), str(output)),
-            _ddl(sink.META),
+            from_arrow_schema(sink.META),
             STATE_SCHEMA,
             "append",
             GroupStateTimeout.NoTimeout,
@@ -185,30 +186,6 @@ def _track_isolation(output: Path, metas: list[dict[str, Any]], progress: Progre
                 progress.isolated.pop(key, None)
             else:
                 progress.isolated[key] = r["available_from"]
-
-
-def _sql_type(t: Any) -> str:
-    import pyarrow as pa
-
-    if pa.types.is_string(t):
-        return "string"
-    if pa.types.is_int64(t):
-        return "bigint"
-    if pa.types.is_int32(t):
-        return "int"
-    if pa.types.is_boolean(t):
-        return "boolean"
-    if pa.types.is_map(t):
-        return f"map<{_sql_type(t.key_type)},{_sql_type(t.item_type)}>"
-    if pa.types.is_list(t):
-        return f"array<{_sql_type(t.value_type)}>"
-    if pa.types.is_struct(t):
-        return "struct<" + ",".join(f"{f.name}:{_sql_type(f.type)}" for f in t) + ">"
-    raise TypeError(f"no Spark type for {t}")
-
-
-def _ddl(schema: Any) -> str:
-    return ", ".join(f"`{f.name}` {_sql_type(f.type)}" for f in schema)
 
 
 def _iso(ms: int | None) -> str:

@@ -9,7 +9,6 @@ from pyspark.sql import functions as F
 
 from udfs.rocketmq import PROFILES, Outcome, SendMode
 
-INTEGER_TYPES = ("TINYINT", "SMALLINT", "INT", "BIGINT")
 MIN_EVENT_TIME = 946_684_800_000  # 2000-01-01
 MAX_EVENT_TIME = 4_102_444_800_000  # 2100-01-01
 
@@ -53,7 +52,8 @@ _ROUTE_TYPE = "array<struct<broker_name:string,write_queue_nums:int,perm:int>>"
 
 
 _ALL_FIELDS = (*STRING_FIELDS, *INT_FIELDS, "event_time", "brokers", "latency_fault_enable")
-_AS_STRINGS = "struct<" + ",".join(f"`{f}`:string" for f in _ALL_FIELDS) + ">"
+_AS_STRINGS = "struct<" + ",".join(f"`{f}`:string" for f in (*_ALL_FIELDS, "_corrupt")) + ">"
+_JSON_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt"}
 
 
 def _is_container(text: Column) -> Column:
@@ -64,9 +64,11 @@ def _is_container(text: Column) -> Column:
     ) & F.json_array_length(text).isNotNull()
 
 
-def parse_events(raw: DataFrame) -> DataFrame:
+def parse_events(raw: DataFrame, properties: bool = False) -> DataFrame:
     """``raw`` (value, origin, ingest_ms) to the event columns plus ``reason_code`` and
-    ``reason`` (null for a valid event).
+    ``reason`` (null for a valid event). With ``properties``, also the event's unknown string
+    fields as a map (SPEC §3); it costs a second JSON parse per record, and no table keeps
+    whole events yet, so the job leaves it out.
 
     One ``from_json`` reads every known field as text (Spark's JSON parser keeps a number's or a
     nested value's text), then each field is typed with ``try_cast``: integers accept whole
@@ -74,12 +76,10 @@ def parse_events(raw: DataFrame) -> DataFrame:
     ``{broker_name, write_queue_nums, perm}``.
     """
     df = raw.select(
-        "value",
-        "origin",
-        "ingest_ms",
-        F.json_object_keys("value").alias("_keys"),
-        F.from_json("value", _AS_STRINGS).alias("j"),
+        "value", "origin", "ingest_ms", F.from_json("value", _AS_STRINGS, _JSON_OPTIONS).alias("j")
     )
+    # not a JSON object: malformed, an array or a scalar (the parser's corrupt record), or blank
+    malformed = F.col("j._corrupt").isNotNull() | (F.trim("value") == "")
     cols: dict[str, Column] = {}
     wrong: dict[str, Column] = {}
     for name in STRING_FIELDS:
@@ -104,28 +104,26 @@ def parse_events(raw: DataFrame) -> DataFrame:
     brokers = F.from_json("j.brokers", _ROUTE_TYPE)
     cols["brokers_json"] = F.when(brokers.isNotNull(), F.col("j.brokers"))
     wrong["brokers"] = F.col("j.brokers").isNotNull() & brokers.isNull()
-    unknown = F.array_except("_keys", F.array(*(F.lit(f) for f in KNOWN_FIELDS)))
-    cols["properties"] = F.when(
-        F.size(unknown) > 0,
-        F.expr(
-            "map_filter(from_json(value, 'map<string,string>'), (k, x) -> "
-            "array_contains(array_except(_keys, array("
-            + ", ".join(f"'{f}'" for f in KNOWN_FIELDS)
-            + ")), k) AND NOT (x RLIKE '^(-?[0-9.eE+-]+|true|false|null)$' OR "
-            "substr(x, 1, 1) IN ('{', '['))) "
-        ),
-    ).otherwise(F.create_map().cast("map<string,string>"))
+    if properties:
+        known = "array(" + ", ".join(f"'{f}'" for f in KNOWN_FIELDS) + ")"
+        cols["properties"] = F.expr(
+            "map_filter(from_json(value, 'map<string,string>'), (k, x) -> NOT array_contains("
+            f"{known}, k) AND NOT (x RLIKE '^(-?[0-9.eE+-]+|true|false|null)$' OR "
+            "substr(x, 1, 1) IN ('{', '[')))"
+        )
     df = df.select(
         "value",
         "origin",
         "ingest_ms",
-        "_keys",
+        malformed.alias("_malformed"),
         *(c.alias(n) for n, c in cols.items()),
         F.array_compact(F.array(*(F.when(w, F.lit(n)) for n, w in wrong.items()))).alias("_wrong"),
     )
     df = df.withColumn("kind", F.coalesce("kind", F.lit("send_result")))
     df = df.withColumn("cluster", F.coalesce("cluster", F.lit("default")))
-    return df.withColumns(_reason(df)).drop("_keys", "_wrong").withColumnRenamed("value", "raw")
+    return (
+        df.withColumns(_reason(df)).drop("_malformed", "_wrong").withColumnRenamed("value", "raw")
+    )
 
 
 def _reason(df: DataFrame) -> dict[str, Column]:
@@ -146,7 +144,7 @@ def _reason(df: DataFrame) -> dict[str, Column]:
         return F.col(col).isNotNull() & ~F.col(col).isin(*allowed)
 
     checks: list[tuple[Column, str, Column]] = [
-        (F.col("_keys").isNull(), "MALFORMED_JSON", F.lit("the record is not a JSON object")),
+        (F.col("_malformed"), "MALFORMED_JSON", F.lit("the record is not a JSON object")),
         (
             F.size("_wrong") > 0,
             "WRONG_TYPE",

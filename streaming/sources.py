@@ -10,6 +10,7 @@ Spark logged: reads are a pure function of (start, end).
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -77,8 +78,6 @@ def read_slice(path: Path, begin: int, end: int) -> pa.RecordBatch:
 
 
 def _row_json(row: dict[str, Any]) -> str:
-    import json
-
     return json.dumps({k: v for k, v in row.items() if v is not None}, default=str)
 
 

@@ -41,6 +41,7 @@ from udfs.rocketmq import (
     attempt_effect,
     select_queue,
 )
+from udfs.rocketmq._fault import _ConcurrentHashMapOrder
 from udfs.rocketmq._vector import not_available_durations, start_timestamps
 
 STATE_VERSION = 1
@@ -161,6 +162,7 @@ class _Out:
 
     def __init__(self) -> None:
         self.parts: dict[str, list[pd.DataFrame]] = {}
+        self.records: dict[str, list[dict[str, Any]]] = {}
         self.stats = {"valid": 0, "late": 0, "quarantined": 0, "stale": 0}
 
     def add(self, table: str, frame: pd.DataFrame) -> None:
@@ -168,10 +170,13 @@ class _Out:
             self.parts.setdefault(table, []).append(frame)
 
     def rows(self, table: str, rows: list[dict[str, Any]]) -> None:
-        if rows:
-            self.add(table, pd.DataFrame(rows))
+        """Rows made one decision at a time; they become one frame at the end."""
+        self.records.setdefault(table, []).extend(rows)
 
     def frames(self) -> dict[str, pd.DataFrame]:
+        for table, rows in self.records.items():
+            self.add(table, pd.DataFrame(rows))
+        self.records = {}
         return {k: pd.concat(v, ignore_index=True) for k, v in self.parts.items()}
 
 
@@ -356,8 +361,6 @@ class _Table:
     def __init__(
         self, scope: str, key: str, profile: Profile, tstate: dict[str, Any], rows: pd.DataFrame
     ) -> None:
-        from udfs.rocketmq._fault import _ConcurrentHashMapOrder
-
         self.scope, self.key, self.profile, self.tstate = scope, key, profile, tstate
         self.init = {item[0]: item for item in tstate["items"]}
         updated = rows["broker"].map({b: it[4] for b, it in self.init.items()}).fillna(NO_ITEM)

@@ -36,7 +36,6 @@ EVENTS = pa.schema(
         ("status", pa.string()),
         ("max_reconsume_times", pa.int32()),
         ("brokers_json", pa.string()),
-        ("properties", pa.map_(pa.string(), pa.string())),
         ("raw", pa.string()),
         ("origin", pa.string()),
         ("ingest_ms", pa.int64()),
