@@ -95,18 +95,29 @@ def _spark(config: JobConfig, output: Path) -> Any:
         # (after filters are pushed through it) runs out of memory
         .config("spark.sql.constraintPropagation.enabled", "false")
     )
+    bundle = None if local else _bundle(output)
+    if bundle is not None:
+        # the driver's own Python helpers (the streaming source's planner) run in processes the
+        # JVM starts from this environment
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [str(bundle), os.environ.get("PYTHONPATH")])
+        )
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    if not local:
-        # executors share no Python path with the driver: ship the code
-        bundle = output / "_job" / "faultline.zip"
-        bundle.parent.mkdir(parents=True, exist_ok=True)
-        with zipfile.ZipFile(bundle, "w") as zf:
-            for package in ("udfs", "streaming"):
-                for path in (PROJECT / package).rglob("*.py"):
-                    zf.write(path, path.relative_to(PROJECT))
-        spark.sparkContext.addPyFile(str(bundle))
+    if bundle is not None:
+        spark.sparkContext.addPyFile(str(bundle))  # executors share no Python path with us
     return spark
+
+
+def _bundle(output: Path) -> Path:
+    """The job's code as a zip under the output root, for processes that cannot import it."""
+    bundle = output / "_job" / "faultline.zip"
+    bundle.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(bundle, "w") as zf:
+        for package in ("udfs", "streaming"):
+            for path in (PROJECT / package).rglob("*.py"):
+                zf.write(path, path.relative_to(PROJECT))
+    return bundle
 
 
 def build_query(

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pytest
 from deltalake import DeltaTable
 
 FAULTLINE = [sys.executable, "-m", "streaming.cli"]
@@ -86,3 +87,26 @@ def _plain(value: Any) -> Any:
 
 KILL = signal.SIGKILL
 INT = signal.SIGINT
+
+
+def quick_run(cwd: Path, name: str, *extra: str, env: dict[str, str] | None = None) -> Path:
+    result = faultline(
+        "run",
+        "--scenario",
+        "quick",
+        "--output",
+        str(cwd / name / "out"),
+        "--checkpoint",
+        str(cwd / name / "ck"),
+        *extra,
+        cwd=cwd,
+        env=env,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return cwd / name / "out"
+
+
+@pytest.fixture(scope="session")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The quick scenario, uninterrupted, in micro-batches of 200 records."""
+    return quick_run(tmp_path_factory.mktemp("reference"), "ref", "--max-records-per-batch", "200")

@@ -17,6 +17,7 @@ from tests.streaming.conftest import (
     canonical,
     faultline,
     interrupt_after,
+    quick_run,
     start,
     table,
 )
@@ -152,29 +153,6 @@ def test_routing_decisions_follow_each_profile(default_run: tuple[Path, str]) ->
 # --- restarts, crashes and batch sizes, on the quick scenario ---------------------------------
 
 
-def _quick(cwd: Path, name: str, *extra: str, env: dict[str, str] | None = None) -> Path:
-    result = faultline(
-        "run",
-        "--scenario",
-        "quick",
-        "--output",
-        str(cwd / name / "out"),
-        "--checkpoint",
-        str(cwd / name / "ck"),
-        *extra,
-        cwd=cwd,
-        env=env,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return cwd / name / "out"
-
-
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The quick scenario, uninterrupted, in micro-batches of 200 records."""
-    return _quick(tmp_path_factory.mktemp("reference"), "ref", "--max-records-per-batch", "200")
-
-
 def _same_tables(a: Path, b: Path, names: tuple[str, ...] = OUTPUT_TABLES) -> None:
     for name in names:
         assert canonical(a, name) == canonical(b, name), name
@@ -183,7 +161,7 @@ def _same_tables(a: Path, b: Path, names: tuple[str, ...] = OUTPUT_TABLES) -> No
 def test_one_batch_and_many_small_batches_give_the_same_decisions(
     reference: Path, tmp_path: Path
 ) -> None:
-    one = _quick(tmp_path, "one", "--max-records-per-batch", "1000000")
+    one = quick_run(tmp_path, "one", "--max-records-per-batch", "1000000")
     assert len(table(one, "batches")) == 1 and len(table(reference, "batches")) > 3
     _same_tables(reference, one, ("fault_items", *DECISION_TABLES))
 
