@@ -18,7 +18,7 @@ from typing import Any, TextIO
 
 import pyarrow.parquet as pq
 
-from streaming.config import JobConfig, load_scenario
+from streaming.config import JobConfig, load_scenario, scenario_path
 from udfs import engine
 from udfs.schema import EVENTS, TABLES
 
@@ -57,7 +57,6 @@ def engine_config(config: JobConfig) -> engine.EngineConfig:
 def simulator_folder(config: JobConfig, output: Path) -> Path:
     """The scenario's events as JSON-lines under the output root, generated once: the same
     scenario file gives the same folder and the same events."""
-    from streaming.config import scenario_path
     from streaming.simulator import simulate, write_jsonl
 
     scenario = load_scenario(config.scenario)

@@ -369,10 +369,9 @@ class _Table:
         rows = rows[~stale].reset_index(drop=True)
         rows["pos"] = np.arange(len(rows))
         self.rows = rows
-        self.durations = not_available_durations(
+        rows["dur"] = not_available_durations(
             profile, rows["latency"].to_numpy(np.int64), rows["isolation"].to_numpy(bool)
         )
-        rows["dur"] = self.durations
         by = rows.sort_values(["broker", "pos"], kind="stable")
         first = ~by["broker"].duplicated().to_numpy()
         init_start = by["broker"].map({b: it[2] for b, it in self.init.items()}).fillna(0)
@@ -812,6 +811,12 @@ class _Run:
 
     def _heartbeat(self, row: Any) -> None:
         hb = self.state["heartbeats"].get(row.broker_name)
+        at = int(row.event_time)
+        self.state["heartbeats"][row.broker_name] = {
+            "last": at,
+            "expired": False,
+            "eid": row.event_id,
+        }
         if hb is not None and hb["expired"]:
             self.out.rows(
                 "broker_decisions",
@@ -825,18 +830,7 @@ class _Run:
                     )
                 ],
             )
-            self.state["heartbeats"][row.broker_name] = {
-                "last": int(row.event_time),
-                "expired": False,
-                "eid": row.event_id,
-            }
-            self._route_changed(int(row.event_time), 1, row.event_id, broker=row.broker_name)
-        else:
-            self.state["heartbeats"][row.broker_name] = {
-                "last": int(row.event_time),
-                "expired": False,
-                "eid": row.event_id,
-            }
+            self._route_changed(at, 1, row.event_id, broker=row.broker_name)
 
     def _route_decision(
         self, broker: str, decision: str, at: int, cause: str, reason: str
