@@ -166,21 +166,18 @@ def test_one_batch_and_many_small_batches_give_the_same_decisions(
     _same_tables(reference, one, ("fault_items", *DECISION_TABLES))
 
 
+def _quick_args(folder: Path) -> tuple[str, ...]:
+    """The quick scenario in batches of 200, like the reference run, into ``folder``."""
+    out, ck = str(folder / "out"), str(folder / "ck")
+    return ("run", "--scenario", "quick", "--output", out, "--checkpoint", ck,
+            "--max-records-per-batch", "200")  # fmt: skip
+
+
 @pytest.mark.parametrize(("how", "sig"), [("stop", INT), ("kill", KILL)])
 def test_interrupted_and_restarted_equals_uninterrupted(
     reference: Path, tmp_path: Path, how: str, sig: int
 ) -> None:
-    args = (
-        "run",
-        "--scenario",
-        "quick",
-        "--output",
-        str(tmp_path / "out"),
-        "--checkpoint",
-        str(tmp_path / "ck"),
-        "--max-records-per-batch",
-        "200",
-    )
+    args = _quick_args(tmp_path)
     proc = start(*args, cwd=tmp_path)
     code = interrupt_after(proc, tmp_path / "out", 2, sig)
     assert code == (0 if how == "stop" else -9)
@@ -197,17 +194,7 @@ def test_interrupted_and_restarted_equals_uninterrupted(
 def test_driver_killed_between_table_commits_recovers_exactly_once(
     reference: Path, tmp_path: Path
 ) -> None:
-    args = (
-        "run",
-        "--scenario",
-        "quick",
-        "--output",
-        str(tmp_path / "out"),
-        "--checkpoint",
-        str(tmp_path / "ck"),
-        "--max-records-per-batch",
-        "200",
-    )
+    args = _quick_args(tmp_path)
     crashed = faultline(*args, cwd=tmp_path, env={"FAULTLINE_FAILPOINT": "after-first-table:2"})
     assert crashed.returncode == -9
     assert len(table(tmp_path / "out", "batches")) == 2  # batch 2 got one table in, no batches row
