@@ -180,22 +180,26 @@ class _Out:
         return {k: pd.concat(v, ignore_index=True) for k, v in self.parts.items()}
 
 
+def _quarantine_rows(records: pd.DataFrame, code: Any, reason: Any) -> pd.DataFrame:
+    """``quarantine`` rows for records, keeping each one's raw text and origin."""
+    return pd.DataFrame(
+        {
+            "raw": records["raw"].to_numpy(),
+            "origin": records["origin"].to_numpy(),
+            "reason_code": np.asarray(code, dtype=object) if not isinstance(code, str) else code,
+            "reason": np.asarray(reason, dtype=object),
+            "seen_at": records["ingest_ms"].to_numpy(np.int64),
+        }
+    )
+
+
 def _quarantine(events: pd.DataFrame, out: _Out) -> pd.DataFrame:
     """Records the parser rejected go to quarantine as they are."""
     bad = events["reason_code"].notna().to_numpy()
     if bad.any():
         rejected = events[bad]
         out.add(
-            "quarantine",
-            pd.DataFrame(
-                {
-                    "raw": rejected["raw"].to_numpy(),
-                    "origin": rejected["origin"].to_numpy(),
-                    "reason_code": rejected["reason_code"].to_numpy(),
-                    "reason": rejected["reason"].to_numpy(),
-                    "seen_at": rejected["ingest_ms"].to_numpy(np.int64),
-                }
-            ),
+            "quarantine", _quarantine_rows(rejected, rejected["reason_code"], rejected["reason"])
         )
         out.stats["quarantined"] += int(bad.sum())
         events = events[~bad]
@@ -244,22 +248,12 @@ def _admit(
         out.stats["late"] += int(late.sum())
     if future.any():
         ff = events[future]
-        out.add(
-            "quarantine",
-            pd.DataFrame(
-                {
-                    "raw": ff["raw"].to_numpy(),
-                    "origin": ff["origin"].to_numpy(),
-                    "reason_code": "FUTURE_EVENT_TIME",
-                    "reason": [
-                        f"event_time {v} is more than {config.max_future_skew_ms} ms ahead of "
-                        f"cluster {cluster}'s clock"
-                        for v in ff["event_time"]
-                    ],
-                    "seen_at": ff["ingest_ms"].to_numpy(np.int64),
-                }
-            ),
-        )
+        reasons = [
+            f"event_time {v} is more than {config.max_future_skew_ms} ms ahead of "
+            f"cluster {cluster}'s clock"
+            for v in ff["event_time"]
+        ]
+        out.add("quarantine", _quarantine_rows(ff, "FUTURE_EVENT_TIME", reasons))
         out.stats["quarantined"] += int(future.sum())
     admitted = events[~late & ~future].reset_index(drop=True)
     if len(admitted):
