@@ -21,10 +21,12 @@ from pydantic import (
     NonNegativeInt,
     PositiveInt,
     ValidationError,
+    field_validator,
     model_validator,
 )
 
 from udfs.errors import ConfigError
+from udfs.rocketmq import DEFAULT_DELAY_LEVELS, DelayLevelError, DelayLevels
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 DEFAULT_CONFIG = CONF_DIR / "faultline.yaml"
@@ -97,6 +99,9 @@ class ProducerSpec(_Strict):
     mode: Literal["SYNC", "ASYNC"] = "SYNC"
     interval: Duration = 100
     body_size: PositiveInt = 512
+    delay_every: NonNegativeInt = 0
+    """Every n-th message asks for ``delay_level``; 0: none."""
+    delay_level: int = 0
 
 
 class ConsumerSpec(_Strict):
@@ -194,6 +199,19 @@ class JobConfig(_Strict):
     seed: int = 0
     static_routes: dict[str, list[RouteBroker]] = {}
     progress_interval: Duration = 2_000
+    delay_levels: str = DEFAULT_DELAY_LEVELS
+    """RocketMQ's ``messageDelayLevel``: level n is the n-th space-separated delay."""
+    max_redeliveries: NonNegativeInt = 16
+    """A message whose send failed is rescheduled this many times, then goes to the DLQ."""
+
+    @field_validator("delay_levels")
+    @classmethod
+    def _delay_levels_parse(cls, value: str) -> str:
+        try:
+            DelayLevels.parse(value)
+        except DelayLevelError as exc:
+            raise ValueError(str(exc)) from None
+        return value
 
     @model_validator(mode="after")
     def _files_need_a_path(self) -> JobConfig:

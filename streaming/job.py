@@ -16,10 +16,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+import pandas as pd
 import pyarrow.parquet as pq
 
 from streaming.config import JobConfig, load_scenario, scenario_path
 from udfs import engine
+from udfs.rocketmq import DelayLevels
+from udfs.schedule import DelayPolicy
 from udfs.schema import EVENTS, TABLES
 
 PROJECT = Path(__file__).resolve().parents[1]
@@ -51,6 +54,7 @@ def engine_config(config: JobConfig) -> engine.EngineConfig:
         max_future_skew_ms=config.max_future_skew,
         static_routes=routes,
         seed=config.seed,
+        delays=DelayPolicy(DelayLevels.parse(config.delay_levels), config.max_redeliveries),
     )
 
 
@@ -299,6 +303,45 @@ def isolation_windows(output: Path) -> list[dict[str, Any]]:
     return windows
 
 
+def delay_queues(output: Path) -> pd.DataFrame:
+    """Per delay level: messages scheduled, released, released into the DLQ and still waiting;
+    level 0 counts the messages that went to the DLQ at once. From the tables, so it covers every
+    run into this output."""
+    from deltalake import DeltaTable
+
+    entries = DeltaTable(str(output / "schedule_entries")).to_pandas(columns=["delay_level"])
+    out = DeltaTable(str(output / "redeliveries")).to_pandas(columns=["delay_level", "dlq"])
+    counts = pd.DataFrame(
+        {
+            "scheduled": entries.groupby("delay_level").size(),
+            "released": out[~out["dlq"]].groupby("delay_level").size(),
+            "dlq": out[out["dlq"]].groupby("delay_level").size(),
+        }
+    )
+    counts = counts.fillna(0).astype("int64")
+    counts["waiting"] = (
+        counts["scheduled"] - counts["released"] - counts["dlq"].where(counts.index > 0, 0)
+    )
+    return counts.sort_index()
+
+
+def _print_delay_queues(output: Path, out: TextIO) -> None:
+    counts = delay_queues(output)
+    print(
+        "\ndelay queues (SCHEDULE_TOPIC_XXXX): level, scheduled, released, waiting, to DLQ",
+        file=out,
+    )
+    for level, row in counts.iterrows():
+        name = "DLQ at once" if level == 0 else f"level {level}"
+        print(
+            f"  {name:<12} {row['scheduled']:>8} {row['released']:>8} {row['waiting']:>8} "
+            f"{row['dlq']:>8}",
+            file=out,
+        )
+    if counts.empty:
+        print("  none", file=out)
+
+
 def _print_summary(output: Path, progress: Progress, out: TextIO) -> None:
     elapsed = time.time() - progress.started
     windows = isolation_windows(output)
@@ -317,6 +360,7 @@ def _print_summary(output: Path, progress: Progress, out: TextIO) -> None:
         print(f"  {broker:<20} {count:>4} {total / 1000:>10.1f} s", file=out)
     if not per_broker:
         print("  none", file=out)
+    _print_delay_queues(output, out)
     print("\nrows per table:", file=out)
     for name, count in table_counts(output).items():
         print(f"  {name:<20} {count:>9}  {output / name}", file=out)

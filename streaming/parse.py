@@ -209,9 +209,12 @@ def _reason(df: DataFrame) -> dict[str, Column]:
             | (F.col("max_attempts") < 1)
             | (F.col("attempt") >= F.col("max_attempts"))
             | (F.col("queue_id") < 0)
-            | (F.col("reconsume_times") < 0),
+            | (F.col("reconsume_times") < 0)
+            | (F.col("redelivery_count") < 0),
             "INVALID_VALUE",
-            F.lit("attempt, max_attempts, queue_id or reconsume_times out of range"),
+            F.lit(
+                "attempt, max_attempts, queue_id, reconsume_times or redelivery_count out of range"
+            ),
         ),
         (
             (kind == "route") & bad_route,

@@ -9,6 +9,7 @@ in (event_time, event_id) order. No Spark here: ``faultline simulate`` runs with
 
 from __future__ import annotations
 
+import heapq
 import json
 import os
 import random
@@ -29,13 +30,16 @@ from udfs.rocketmq import (
     attempt_effect,
     attempt_timeout,
     max_attempts,
+    schedule_redirect,
     select_queue,
 )
 from udfs.rocketmq._send import SEND_MSG_TIMEOUT_MS
+from udfs.schedule import DelayPolicy
 
 HEARTBEAT_TIMEOUT_MS = 120_000
 SCAN_INTERVAL_MS = 10_000
-RETRY_DELAYS_MS = (10_000, 30_000, 60_000, 120_000, 180_000)  # levels 3.. for consumer retries
+DELAYS = DelayPolicy()
+"""The default delay table and redelivery limit, which the simulated clients assume."""
 
 
 @dataclass(frozen=True)
@@ -175,6 +179,9 @@ def _produce(
     brokers: list[str],
     stored: list[tuple[int, dict[str, Any]]],
 ) -> Iterator[dict[str, Any]]:
+    """The producer's sends. A message whose attempts all fail is sent again when faultline
+    releases it (the producer reads ``redeliveries``), with ``redelivery_count`` one higher, until
+    faultline sends it to the DLQ; resends go on after the traffic stops."""
     rng = random.Random(f"{scenario.seed}/{spec.id}")
     profile = PROFILES[spec.profile]
     mode = SendMode(spec.mode)
@@ -182,9 +189,11 @@ def _produce(
     table = FaultTable(profile, rng=rng)
     route: list[tuple[str, int, int]] | None = None
     info = TopicPublishInfo([])
-    end = scenario.start + scenario.duration
+    traffic_end = scenario.start + scenario.duration
     now = scenario.start + rng.randint(0, spec.interval)
+    resends: list[tuple[int, str, int]] = []  # (due, message_id, redelivery_count), a heap
     seq = 0
+    number = 0
     base = {
         "cluster": scenario.cluster,
         "kind": "send_result",
@@ -197,10 +206,22 @@ def _produce(
         "max_attempts": total,
         "body_size": spec.body_size,
     }
-    for number in range(10**9):
-        if now >= end:
+    while True:
+        if resends and (resends[0][0] <= now or now >= traffic_end):
+            due, message_id, redelivery = heapq.heappop(resends)
+            now = max(now, due)
+            extra: dict[str, Any] = {"redelivery_count": redelivery}
+            fresh = False
+            if now >= cluster.end:
+                return
+        elif now < traffic_end:
+            message_id, redelivery = f"{spec.id}-m{number:06d}", 0
+            delayed = spec.delay_every and number % spec.delay_every == 0
+            extra = {"delay_level": spec.delay_level} if delayed else {}
+            number += 1
+            fresh = True
+        else:
             return
-        message_id = f"{spec.id}-m{number:06d}"
         current = cluster.route_at(brokers, now)
         if current != route:  # the producer polls the NameServer and rebuilds its publish info
             route = current
@@ -225,6 +246,7 @@ def _produce(
             budget = attempt_timeout(profile, SEND_MSG_TIMEOUT_MS, cost, attempt + 1 < total)
             event = {
                 **base,
+                **extra,
                 "event_id": f"{spec.id}-{seq:06d}",
                 "broker_name": queue.broker_name,
                 "queue_id": queue.queue_id,
@@ -234,6 +256,7 @@ def _produce(
             seq += 1
             if budget is None:
                 yield {**event, "event_time": at, "latency_ms": 0, "outcome": "CALL_TIMEOUT"}
+                _resend(resends, at, message_id, redelivery)
                 break
             response = cluster.respond(queue.broker_name, at, budget, rng)
             done_at = at + response.latency
@@ -263,11 +286,15 @@ def _produce(
                         report.reachable,
                     )
             cost += response.latency
+            if effect.next is Next.FAIL:
+                _resend(resends, done_at, message_id, redelivery)
             if effect.next is not Next.RETRY:
                 if response.outcome is Outcome.SEND_OK:
+                    level = schedule_redirect(extra.get("delay_level"), DELAYS.levels).delay_level
+                    visible = done_at + (DELAYS.levels.delay_ms(level) if level else 0)
                     stored.append(
                         (
-                            done_at,
+                            visible,
                             {
                                 "message_id": message_id,
                                 "topic": spec.topic,
@@ -278,7 +305,18 @@ def _produce(
                     )
                 break
             last = queue.broker_name
-        now = max(now + cost, now + spec.interval + rng.randint(0, spec.interval // 4))
+        if fresh:
+            now = max(now + cost, now + spec.interval + rng.randint(0, spec.interval // 4))
+        else:
+            now += cost
+
+
+def _resend(resends: list[tuple[int, str, int]], failed_at: int, message_id: str, n: int) -> None:
+    """Faultline's redelivery of a failed message, as the producer will see it."""
+    level = DELAYS.redelivery_level(n)
+    if level is not None:
+        due = DELAYS.levels.deliver_at(level, failed_at)
+        heapq.heappush(resends, (due, message_id, n + 1))
 
 
 def _consume(
@@ -311,7 +349,7 @@ def _consume(
                 "status": "CONSUME_SUCCESS" if ok else "RECONSUME_LATER",
             }
             seq += 1
-            at += RETRY_DELAYS_MS[min(times, len(RETRY_DELAYS_MS) - 1)] + spec.lag
+            at += DELAYS.levels.delay_ms(DELAYS.levels.clamp(3 + times)) + spec.lag
 
 
 def write_jsonl(events: list[dict[str, Any]], out: Path, per_file: int = 10_000) -> list[Path]:

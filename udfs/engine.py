@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from udfs.rocketmq import (
     PROFILES,
@@ -43,6 +44,8 @@ from udfs.rocketmq import (
 )
 from udfs.rocketmq._fault import _ConcurrentHashMapOrder
 from udfs.rocketmq._vector import not_available_durations, start_timestamps
+from udfs.schedule import DelayPolicy, Schedule
+from udfs.schema import TABLES
 
 STATE_VERSION = 1
 CLUSTER = "cluster"
@@ -71,9 +74,15 @@ class EngineConfig:
     static_routes: Mapping[str, Route] = field(default_factory=dict)
     profiles: Mapping[str, Profile] = field(default_factory=lambda: dict(PROFILES))
     seed: int = 0
+    delays: DelayPolicy = field(default_factory=DelayPolicy)
 
     def profile(self, name: str) -> Profile:
         return self.profiles[name]
+
+    def broker_profile(self, name: Any) -> Profile:
+        """The profile of the brokers a consumer sends back to: the event's ``client_profile``
+        (the version of the cluster it talks to) or else ``cluster_profile``."""
+        return self.profiles[name if isinstance(name, str) and name else self.cluster_profile]
 
 
 def new_state() -> dict[str, Any]:
@@ -85,6 +94,7 @@ def new_state() -> dict[str, Any]:
         "routes": {},
         "heartbeats": {},
         "routing_table": {},
+        "schedule": {},
     }
 
 
@@ -132,17 +142,62 @@ def advance(
         return Step(state, out.frames(), out.stats)
     clock_end = int(state["clock"])
     sends = _with_defaults(events[events["kind"] == "send_result"], config)
+    after = _next_steps(sends, config)
     run = _Run(cluster, state, config, out, clock_end)
     if first_batch:
         run.first_event = (int(events["event_time"].iloc[0]), str(events["event_id"].iloc[0]))
     for scope in config.scopes:
         run.prepare_tables(scope, sends)
-    run.timeline(events, sends)
+    run.timeline(events, sends[after == Next.RETRY].assign(kind="decision"))
     for scope in config.scopes:
         run.finish_tables(scope)
     run.routing_table()
+    _schedule(cluster, state, events, sends, after, config, out)
     out.stats["valid"] += len(events)
     return Step(state, out.frames(), out.stats)
+
+
+def _next_steps(sends: pd.DataFrame, config: EngineConfig) -> np.ndarray:
+    """What each producer did after each attempt (:class:`Next`): a failed attempt with attempts
+    left is a routing decision; one after which it gave up is a failed message."""
+    after = np.full(len(sends), Next.RETURN, dtype=object)
+    failed = np.flatnonzero(sends["outcome"].to_numpy() != "SEND_OK")
+    r: Any
+    for i, r in zip(failed, sends.iloc[failed].itertuples(index=False), strict=True):
+        effect = attempt_effect(
+            config.profile(r.client_profile),
+            Outcome(r.outcome),
+            int(r.latency_ms),
+            mode=SendMode(r.mode),
+            attempt=int(r.attempt),
+            attempts_total=None if pd.isna(r.max_attempts) else int(r.max_attempts),
+            response_code=None if pd.isna(r.response_code) else int(r.response_code),
+        )
+        after[i] = effect.next
+    return after
+
+
+def _schedule(
+    cluster: str,
+    state: dict[str, Any],
+    events: pd.DataFrame,
+    sends: pd.DataFrame,
+    after: np.ndarray,
+    config: EngineConfig,
+    out: _Out,
+) -> None:
+    """Messages into the delay queues, and the due ones out, at the batch's clock."""
+    schedule = Schedule(
+        cluster, state.setdefault("schedule", {}), config.delays, config.broker_profile
+    )
+    schedule.send_failures(sends[after == Next.FAIL])
+    delayed = (after == Next.RETURN) & (sends["delay_level"].fillna(0).to_numpy() > 0)
+    schedule.delayed_sends(sends[delayed])
+    retry = (events["kind"] == "consume_result") & (events["status"] == "RECONSUME_LATER")
+    schedule.consume_retries(events[retry])
+    schedule.release(int(state["clock"]))
+    out.rows("schedule_entries", schedule.entries)
+    out.rows("redeliveries", schedule.redeliveries)
 
 
 def _with_defaults(sends: pd.DataFrame, config: EngineConfig) -> pd.DataFrame:
@@ -155,6 +210,9 @@ def _with_defaults(sends: pd.DataFrame, config: EngineConfig) -> pd.DataFrame:
         attempt=sends["attempt"].fillna(0).astype(np.int64),
         latency_ms=sends["latency_ms"].fillna(0).astype(np.int64),
     )
+
+
+_NULLABLE = {pa.int32(): pd.Int32Dtype(), pa.int64(): pd.Int64Dtype()}
 
 
 class _Out:
@@ -175,7 +233,9 @@ class _Out:
 
     def frames(self) -> dict[str, pd.DataFrame]:
         for table, rows in self.records.items():
-            self.add(table, pd.DataFrame(rows))
+            if rows:  # typed by the table's schema, so a column's type never depends on the rows
+                typed = pa.Table.from_pylist(rows, schema=TABLES[table])
+                self.add(table, typed.to_pandas(types_mapper=_NULLABLE.get))
         self.records = {}
         return {k: pd.concat(v, ignore_index=True) for k, v in self.parts.items()}
 
@@ -729,8 +789,7 @@ class _Run:
 
     # the sequential timeline: NameServer, routes and routing decisions
 
-    def timeline(self, events: pd.DataFrame, sends: pd.DataFrame) -> None:
-        decide = self._decision_rows(sends)
+    def timeline(self, events: pd.DataFrame, decide: pd.DataFrame) -> None:
         ticks = events[events["kind"].isin(["heartbeat", "route"])]
         items = pd.concat(
             [ticks[["event_time", "event_id", "kind"]], decide[["event_time", "event_id", "kind"]]]
@@ -761,25 +820,6 @@ class _Run:
                 for scope in self.config.scopes:
                     self._routing_decision(scope, row)
         self._scans_until(self.clock_end)
-
-    def _decision_rows(self, sends: pd.DataFrame) -> pd.DataFrame:
-        failed = sends[sends["outcome"] != "SEND_OK"]
-        keep = []
-        r: Any
-        for r in failed.itertuples(index=False):
-            profile = self.config.profile(r.client_profile)
-            effect = attempt_effect(
-                profile,
-                Outcome(r.outcome),
-                int(r.latency_ms),
-                mode=SendMode(r.mode),
-                attempt=int(r.attempt),
-                attempts_total=None if pd.isna(r.max_attempts) else int(r.max_attempts),
-                response_code=None if pd.isna(r.response_code) else int(r.response_code),
-            )
-            keep.append(effect.next is Next.RETRY)
-        decide = failed[np.array(keep, dtype=bool)] if keep else failed.iloc[0:0]
-        return decide.assign(kind="decision")
 
     def _scans_until(self, now: int) -> None:
         timeout, interval = self.config.heartbeat_timeout_ms, self.config.scan_interval_ms

@@ -136,8 +136,57 @@ TABLES: dict[str, pa.Schema] = {
             ("origin", pa.string()),
         ]
     ),
+    "schedule_entries": pa.schema(
+        [
+            ("cluster", pa.string()),
+            ("event_id", pa.string()),
+            ("message_id", pa.string()),
+            ("origin_message_id", pa.string()),
+            ("source", pa.string()),
+            ("group", pa.string()),
+            ("real_topic", pa.string()),
+            ("real_queue_id", pa.int32()),
+            ("delay_level", pa.int32()),
+            ("schedule_queue_id", pa.int32()),
+            ("store_time", pa.int64()),
+            ("deliver_at", pa.int64()),
+            ("attempt_count", pa.int32()),
+            ("dlq", pa.bool_()),
+            ("profile", pa.string()),
+        ]
+    ),
+    "redeliveries": pa.schema(
+        [
+            ("cluster", pa.string()),
+            ("event_id", pa.string()),
+            ("message_id", pa.string()),
+            ("origin_message_id", pa.string()),
+            ("source", pa.string()),
+            ("group", pa.string()),
+            ("target_topic", pa.string()),
+            ("kafka_topic", pa.string()),
+            ("real_queue_id", pa.int32()),
+            ("delay_level", pa.int32()),
+            ("schedule_queue_id", pa.int32()),
+            ("store_time", pa.int64()),
+            ("deliver_at", pa.int64()),
+            ("attempt_count", pa.int32()),
+            ("dlq", pa.bool_()),
+        ]
+    ),
 }
-"""Every table the stateful step and the parser write; each also gets ``batch_id``."""
+"""Every table the stateful step and the parser write; each also gets ``batch_id``.
+
+``schedule_entries``: a message entering a delay queue. ``event_id`` is the event that put it
+there; ``real_topic`` is where it goes when released (``%DLQ%group`` for a 4.7.1 DLQ copy that is
+parked first, then ``dlq`` is true); ``real_queue_id`` is null for a failed send (the producer
+picks the queue again); ``attempt_count`` counts the deliveries that failed before: the
+redelivery number for ``send_failure``, the stored ``reconsumeTimes`` for ``consume_retry``, 0
+for ``delayed_send``.
+
+``redeliveries``: a message leaving a delay queue, or going to the DLQ at once
+(``schedule_queue_id`` null, ``delay_level`` 0, ``deliver_at`` = ``store_time``). A producer
+resending a failed message sets ``redelivery_count`` to ``attempt_count``."""
 
 BATCHES = pa.schema(
     [

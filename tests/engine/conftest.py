@@ -55,6 +55,44 @@ def beat(eid: str, t: int, broker: str) -> dict[str, Any]:
     return {"kind": "heartbeat", "event_id": eid, "event_time": T0 + t, "broker_name": broker}
 
 
+def consume(eid: str, t: int, times: int, **kw: Any) -> dict[str, Any]:
+    return {
+        "kind": "consume_result",
+        "event_id": eid,
+        "event_time": T0 + t,
+        "consumer_group": "cg",
+        "topic": "T",
+        "message_id": f"m-{eid}",
+        "broker_name": "a",
+        "queue_id": 1,
+        "reconsume_times": times,
+        "status": "RECONSUME_LATER",
+        "delay_level": 0,
+        **kw,
+    }
+
+
+def failed(eid: str, t: int, redelivery: int, **kw: Any) -> dict[str, Any]:
+    """The last attempt of a message, after which the producer gives up."""
+    return send(
+        eid,
+        t,
+        "a",
+        "REMOTING_EXCEPTION",
+        attempt=2,
+        redelivery_count=redelivery,
+        producer_group="pg",
+        **kw,
+    )
+
+
+def beats(until: int) -> list[dict[str, Any]]:
+    """Heartbeats every 30 s up to ``until``: a quiet stream's clock moves with them."""
+    return [beat(f"hb{t}", t, "a") for t in range(30_000, until, 30_000)] + [
+        beat("hb-last", until, "a")
+    ]
+
+
 def route(eid: str, t: int, *brokers: str, queues: int = 2) -> dict[str, Any]:
     return {
         "kind": "route",

@@ -18,7 +18,14 @@ from deltalake import DeltaTable
 
 FAULTLINE = [sys.executable, "-m", "streaming.cli"]
 DECISION_TABLES = ("broker_decisions", "routing_decisions", "routing_table")
-OUTPUT_TABLES = ("fault_items", *DECISION_TABLES, "quarantine", "late_events")
+OUTPUT_TABLES = (
+    "fault_items",
+    *DECISION_TABLES,
+    "quarantine",
+    "late_events",
+    "schedule_entries",
+    "redeliveries",
+)
 
 
 def faultline(

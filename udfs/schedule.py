@@ -1,0 +1,274 @@
+"""The delay queues of a cluster: what enters ``SCHEDULE_TOPIC_XXXX``, when it leaves, where to.
+
+Three kinds of event put a message into the delay queue of its level (``schedule_queue_id`` =
+level - 1, ``deliver_at`` = store time + the level's delay), with the rules of ROCKETMQ.md §7-§8:
+
+* ``send_failure``: a ``send_result`` after which the producer gives up (:attr:`Next.FAIL`). The
+  message goes back to its topic at level ``3 + redelivery_count`` (clamped to the maximum), or to
+  ``%DLQ%<producer_group>`` at once after ``max_redeliveries`` redeliveries;
+* ``consume_retry``: a ``consume_result`` with ``RECONSUME_LATER``, sent back the broker's way
+  (:func:`send_back`), to ``%RETRY%<group>`` or the DLQ;
+* ``delayed_send``: a stored ``send_result`` that asked for a ``delay_level``
+  (:func:`schedule_redirect`).
+
+A queue releases its entries in order once the cluster's event-time clock reaches their
+``deliver_at``. Entries wait in the state between batches; each ends in exactly one
+``redeliveries`` row.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from udfs.rocketmq import DelayLevels, Profile, dlq_topic, schedule_redirect, send_back
+
+SEND_FAILURE, CONSUME_RETRY, DELAYED_SEND = "send_failure", "consume_retry", "delayed_send"
+DEFAULT_PRODUCER_GROUP = "DEFAULT_PRODUCER"
+"""RocketMQ's default producer group, for a ``send_result`` without ``producer_group``."""
+
+KAFKA_TOPIC_MAX = 249
+_KAFKA_SAFE = re.compile(r"[A-Za-z0-9_-]")
+
+
+def kafka_topic(name: str) -> str:
+    """The Kafka topic a RocketMQ topic is written to: one name for one name, never two.
+
+    Kafka allows ``[A-Za-z0-9._-]``, at most 249 characters. RocketMQ names never contain
+    ``.``, so ``.`` is the escape: every other character outside Kafka's set (``%`` and ``|``
+    in legal RocketMQ names) becomes ``.`` plus the two hex digits of each of its UTF-8 bytes,
+    as in URL encoding. Names without ``%`` or ``|`` keep their name. A result longer than 249
+    characters keeps its first 231 and ends in ``..`` plus 16 hex digits of its BLAKE2b hash
+    (``..`` occurs in no other result).
+
+    >>> kafka_topic("orders"), kafka_topic("%RETRY%cg-orders"), kafka_topic("%DLQ%cg")
+    ('orders', '.25RETRY.25cg-orders', '.25DLQ.25cg')
+    >>> kafka_topic("a|b")
+    'a.7Cb'
+    >>> len(kafka_topic("%DLQ%" + "g" * 255))
+    249
+    """
+    encoded = "".join(
+        c if _KAFKA_SAFE.fullmatch(c) else "".join(f".{b:02X}" for b in c.encode()) for c in name
+    )
+    if len(encoded) <= KAFKA_TOPIC_MAX:
+        return encoded
+    digest = hashlib.blake2b(name.encode(), digest_size=8).hexdigest()
+    return f"{encoded[: KAFKA_TOPIC_MAX - 18]}..{digest}"
+
+
+@dataclass(frozen=True)
+class DelayPolicy:
+    """The delay-level table and how often faultline reschedules a message whose send failed."""
+
+    levels: DelayLevels = field(default_factory=DelayLevels.parse)
+    max_redeliveries: int = 16
+
+    def redelivery_level(self, redelivery_count: int) -> int | None:
+        """The level of a failed message's next redelivery, or None: its redeliveries are used
+        up and it goes to the DLQ. Escalates like a consumer's retries: 3, 4, ... clamped.
+
+        >>> policy = DelayPolicy()
+        >>> policy.redelivery_level(0), policy.redelivery_level(15), policy.redelivery_level(16)
+        (3, 18, None)
+        """
+        if redelivery_count >= self.max_redeliveries:
+            return None
+        return self.levels.clamp(3 + redelivery_count)
+
+
+ENTRY_FIELDS = (
+    "deliver_at",
+    "store_time",
+    "event_id",
+    "message_id",
+    "origin_message_id",
+    "source",
+    "group",
+    "real_topic",
+    "real_queue_id",
+    "delay_level",
+    "schedule_queue_id",
+    "attempt_count",
+    "dlq",
+    "profile",
+)
+"""An entry as the state keeps it (a list in this order), sorted by its first three fields."""
+
+
+def _order(values: list[Any]) -> tuple[int, int, str]:
+    return values[0], values[1], values[2]
+
+
+def _present(value: Any) -> bool:
+    return value is not None and not (isinstance(value, float) and pd.isna(value)) and value != ""
+
+
+def _text(value: Any, default: str) -> str:
+    return str(value) if _present(value) else default
+
+
+def _int(value: Any, default: int) -> int:
+    return int(value) if _present(value) else default
+
+
+class Schedule:
+    """One batch of one cluster's delay queues. ``waiting`` is the state's
+    ``{level: [entry, ...]}`` and is updated in place."""
+
+    def __init__(
+        self,
+        cluster: str,
+        waiting: dict[str, list[list[Any]]],
+        policy: DelayPolicy,
+        profile_of: Callable[[Any], Profile],
+    ) -> None:
+        self.cluster, self.waiting, self.policy, self.profile_of = (
+            cluster,
+            waiting,
+            policy,
+            profile_of,
+        )
+        self.entries: list[dict[str, Any]] = []
+        self.redeliveries: list[dict[str, Any]] = []
+
+    # entering
+
+    def send_failures(self, failed: pd.DataFrame) -> None:
+        """Sends after which the producer gave up."""
+        r: Any
+        for r in failed.itertuples(index=False):
+            count = _int(r.redelivery_count, 0)
+            group = _text(r.producer_group, DEFAULT_PRODUCER_GROUP)
+            message_id = _text(r.message_id, str(r.event_id))
+            level = self.policy.redelivery_level(count)
+            entry = {
+                "store_time": int(r.event_time),
+                "event_id": r.event_id,
+                "message_id": message_id,
+                "origin_message_id": message_id,
+                "source": SEND_FAILURE,
+                "group": group,
+                "attempt_count": count + 1,
+                "profile": str(r.client_profile),
+            }
+            if level is None:
+                self._dlq_now(entry, dlq_topic(group))
+            else:
+                self._enter(entry, str(r.topic), None, level)
+
+    def delayed_sends(self, stored: pd.DataFrame) -> None:
+        """Stored sends that asked for a delay level: the store redirects them."""
+        r: Any
+        for r in stored.itertuples(index=False):
+            redirect = schedule_redirect(int(r.delay_level), self.policy.levels)
+            if not redirect.delayed:
+                continue
+            message_id = _text(r.message_id, str(r.event_id))
+            entry = {
+                "store_time": int(r.event_time),
+                "event_id": r.event_id,
+                "message_id": message_id,
+                "origin_message_id": message_id,
+                "source": DELAYED_SEND,
+                "group": _text(r.producer_group, DEFAULT_PRODUCER_GROUP),
+                "attempt_count": 0,
+                "profile": str(r.client_profile),
+            }
+            self._enter(entry, str(r.topic), _int(r.queue_id, 0), redirect.delay_level)
+
+    def consume_retries(self, retries: pd.DataFrame) -> None:
+        """``RECONSUME_LATER``: the consumer's send-back, the broker's way."""
+        r: Any
+        for r in retries.itertuples(index=False):
+            profile = self.profile_of(r.client_profile)
+            group = str(r.consumer_group)
+            back = send_back(
+                profile,
+                group,
+                _int(r.reconsume_times, 0),
+                _int(r.delay_level, 0),
+                _int(r.max_reconsume_times, 16),
+                levels=self.policy.levels,
+            )
+            if back.topic is None:  # retryQueueNums <= 0: the broker drops it (not by default)
+                continue
+            entry = {
+                "store_time": int(r.event_time),
+                "event_id": r.event_id,
+                "message_id": str(r.message_id),
+                "origin_message_id": _text(r.origin_message_id, str(r.message_id)),
+                "source": CONSUME_RETRY,
+                "group": group,
+                "attempt_count": back.reconsume_times,
+                "profile": profile.name,
+            }
+            if back.parked_in is None:
+                self._dlq_now(entry, back.topic)
+            else:
+                level = back.parked_in[1] + 1
+                self._enter(entry, back.topic, back.queue_id, level, dlq=back.dlq)
+
+    def _enter(
+        self,
+        entry: dict[str, Any],
+        real_topic: str,
+        real_queue_id: int | None,
+        level: int,
+        *,
+        dlq: bool = False,
+    ) -> None:
+        entry.update(
+            real_topic=real_topic,
+            real_queue_id=real_queue_id,
+            delay_level=level,
+            schedule_queue_id=level - 1,
+            deliver_at=self.policy.levels.deliver_at(level, entry["store_time"]),
+            dlq=dlq,
+        )
+        self.entries.append({"cluster": self.cluster, **entry})
+        queue = self.waiting.setdefault(str(level), [])
+        bisect.insort(queue, [entry[f] for f in ENTRY_FIELDS], key=_order)
+
+    def _dlq_now(self, entry: dict[str, Any], topic: str) -> None:
+        entry.update(
+            real_topic=topic,
+            real_queue_id=0,
+            delay_level=0,
+            schedule_queue_id=None,
+            deliver_at=entry["store_time"],
+            dlq=True,
+        )
+        self._redeliver(entry)
+
+    def _redeliver(self, entry: dict[str, Any]) -> None:
+        self.redeliveries.append(
+            {
+                "cluster": self.cluster,
+                **{k: v for k, v in entry.items() if k not in ("real_topic", "profile")},
+                "target_topic": entry["real_topic"],
+                "kafka_topic": kafka_topic(entry["real_topic"]),
+                "real_queue_id": entry["real_queue_id"],
+            }
+        )
+
+    # leaving
+
+    def release(self, clock: int) -> None:
+        """Each queue hands over its entries in order while the head is due."""
+        for level in sorted(self.waiting, key=int):
+            queue = self.waiting[level]
+            due = 0
+            while due < len(queue) and queue[due][0] - clock <= 0:
+                due += 1
+            for values in queue[:due]:
+                self._redeliver(dict(zip(ENTRY_FIELDS, values, strict=True)))
+            del queue[:due]
+            if not queue:
+                del self.waiting[level]
