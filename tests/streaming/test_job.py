@@ -47,6 +47,18 @@ def test_default_run_prints_progress_and_a_summary(default_run: tuple[Path, str]
     batches = table(output, "batches")
     assert batches["input"].sum() == len(events)
     assert (batches["valid"] + batches["quarantined"] + batches["late"] == batches["input"]).all()
+    # delay queues: p-5's delayed messages (level 4) and the consumer group's retries (level 3)
+    entries = table(output, "schedule_entries")
+    assert set(zip(entries["source"], entries["delay_level"], strict=True)) == {
+        ("delayed_send", 4),
+        ("consume_retry", 3),
+        ("consume_retry", 4),
+    }
+    released = table(output, "redeliveries")
+    assert len(released) == len(entries) and not released["dlq"].any()
+    for level in (3, 4):
+        n = int((entries["delay_level"] == level).sum())
+        assert f"  level {level:<6} {n:>8} {n:>8} {0:>8} {0:>8}" in stdout
 
 
 def _expected_durations(profile: str, broker: str) -> set[int]:
