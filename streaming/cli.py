@@ -29,7 +29,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--max-records-per-batch", type=int, help="records per micro-batch at most")
     run.add_argument("--kafka-bootstrap", help="Kafka: HOST:PORT[,...]")
     run.add_argument("--topic", help="Kafka: the topic of send results")
-    run.add_argument("--starting-offsets", help="Kafka: earliest | latest | JSON")
+    run.add_argument("--starting-offsets", help="Kafka: earliest (the default) | latest | JSON")
     run.add_argument("--max-offsets-per-trigger", type=int, help="Kafka: records per micro-batch")
     sim = commands.add_parser("simulate", help="write a scenario's events without running the job")
     sim.add_argument("--scenario", default="default", help="conf/scenarios/NAME.yaml or a path")
@@ -69,8 +69,6 @@ def _run(args: argparse.Namespace) -> int:
     from streaming.config import load_job_config
     from streaming.job import run
 
-    if args.kafka_bootstrap or args.topic:
-        raise ConfigError("the Kafka source arrives with the Kafka issue")
     overrides = {
         "source": args.source,
         "path": args.path,
@@ -81,6 +79,10 @@ def _run(args: argparse.Namespace) -> int:
         "scope": args.scope,
         "master": args.master,
         "max_records_per_batch": args.max_records_per_batch,
+        "kafka_bootstrap": args.kafka_bootstrap,
+        "topic": args.topic,
+        "starting_offsets": args.starting_offsets,
+        "max_offsets_per_trigger": args.max_offsets_per_trigger,
     }
     config = load_job_config(args.config, overrides)
     return run(config)
@@ -90,13 +92,21 @@ def _simulate(args: argparse.Namespace) -> int:
     from streaming.config import load_scenario
     from streaming.simulator import simulate, write_jsonl
 
-    if not args.out:
+    if bool(args.kafka_bootstrap) != bool(args.topic) or bool(args.out) == bool(args.topic):
         raise ConfigError(
-            "simulate needs --out DIR (Kafka publishing arrives with the Kafka issue)"
+            "simulate needs either --out DIR or --kafka-bootstrap HOST:PORT --topic T"
         )
     events = simulate(load_scenario(args.scenario))
-    paths = write_jsonl(events, Path(args.out))
-    print(f"faultline: {len(events)} events of {args.scenario} in {len(paths)} files in {args.out}")
+    if args.out:
+        paths = write_jsonl(events, Path(args.out))
+        print(f"faultline: {len(events)} events of {args.scenario} in {len(paths)} files")
+        return 0
+    from streaming.kafka import check_reachable, publish_events
+
+    conf = {"bootstrap.servers": args.kafka_bootstrap}
+    check_reachable(conf)
+    sent = publish_events(events, conf, args.topic)
+    print(f"faultline: {sent} events of {args.scenario} published to {args.topic}")
     return 0
 
 

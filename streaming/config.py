@@ -213,11 +213,39 @@ class JobConfig(_Strict):
             raise ValueError(str(exc)) from None
         return value
 
+    kafka_bootstrap: str | None = None
+    """Kafka's ``bootstrap.servers``: the source's cluster, and where the outputs go."""
+    topic: str | None = None
+    """The Kafka source's topics (``subscribe``: comma-separated)."""
+    subscribe_pattern: str | None = None
+    starting_offsets: str = "earliest"
+    max_offsets_per_trigger: PositiveInt | None = None
+    """Records per micro-batch from Kafka (default: ``max_records_per_batch``)."""
+    fail_on_data_loss: bool = True
+    kafka_options: dict[str, str] = {}
+    """librdkafka settings for every Kafka client (security: ``security.protocol``,
+    ``sasl.mechanism``, ``sasl.username``, ``sasl.password``, ``ssl.ca.location``, ...)."""
+    kafka_reader: Literal["python", "spark"] = "python"
+    """``spark``: Spark's own ``format("kafka")``, where its JVM connector is installed."""
+    decisions_topic: str = "faultline.decisions"
+    """Compacted topic for the broker states and routing tables ("" for none)."""
+    kafka_outputs: bool = True
+    """With ``kafka_bootstrap``: publish decisions and redeliveries to Kafka."""
+
     @model_validator(mode="after")
-    def _files_need_a_path(self) -> JobConfig:
+    def _sources_need_their_settings(self) -> JobConfig:
         if self.source == "files" and not self.path:
             raise ValueError("source files needs path: the folder of JSON-lines or Parquet files")
+        if self.source == "kafka":
+            if not self.kafka_bootstrap:
+                raise ValueError("source kafka needs kafka_bootstrap (--kafka-bootstrap)")
+            if bool(self.topic) == bool(self.subscribe_pattern):
+                raise ValueError("source kafka needs exactly one of topic, subscribe_pattern")
         return self
+
+    def kafka_conf(self) -> dict[str, str]:
+        """librdkafka settings for every client: ``kafka_options`` plus the bootstrap servers."""
+        return {**self.kafka_options, "bootstrap.servers": str(self.kafka_bootstrap)}
 
     @property
     def scopes(self) -> tuple[str, ...]:
@@ -243,12 +271,27 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
+_SECRET = re.compile(r"password|secret|jaas|token|credential|key$", re.IGNORECASE)
+
+
+def masked(conf: Mapping[str, Any]) -> dict[str, Any]:
+    """Client settings fit to print: secrets replaced by ``***``.
+
+    >>> masked({"sasl.password": "hunter2", "bootstrap.servers": "k:9092"})
+    {'sasl.password': '***', 'bootstrap.servers': 'k:9092'}
+    """
+    return {k: "***" if _SECRET.search(str(k)) else v for k, v in conf.items()}
+
+
 def _explain(error: ValidationError, where: Mapping[str, str], default: str) -> ConfigError:
     lines = []
     for item in error.errors():
         loc = ".".join(str(p) for p in item["loc"])
         origin = where.get(str(item["loc"][0]) if item["loc"] else "", default)
         value = item.get("input")
+        if item["loc"] and item["loc"][0] == "kafka_options":
+            # settings may hold secrets: never echo them
+            value = masked(value) if isinstance(value, Mapping) else "***"
         shown = "(missing)" if item["type"] == "missing" else repr(value)
         message = item["msg"]
         if item["type"] == "extra_forbidden":

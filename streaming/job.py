@@ -19,7 +19,7 @@ from typing import Any, TextIO
 import pandas as pd
 import pyarrow.parquet as pq
 
-from streaming.config import JobConfig, load_scenario, scenario_path
+from streaming.config import JobConfig, load_scenario, masked, scenario_path
 from udfs import engine
 from udfs.rocketmq import DelayLevels
 from udfs.schedule import DelayPolicy
@@ -126,7 +126,7 @@ def _bundle(output: Path) -> Path:
 def build_query(
     spark: Any,
     config: JobConfig,
-    folder: Path,
+    folder: Path | None,
     output: Path,
     checkpoint: Path,
     progress: Progress,
@@ -137,16 +137,9 @@ def build_query(
 
     from streaming import sink
     from streaming.parse import parse_events
-    from streaming.sources import FilesSource
     from streaming.stateful import STATE_SCHEMA, state_function
 
-    spark.dataSource.register(FilesSource)
-    raw = (
-        spark.readStream.format("faultline-files")
-        .option("path", str(folder))
-        .option("maxRecordsPerTrigger", str(config.max_records_per_batch))
-        .load()
-    )
+    raw = _source(spark, config, folder)
     parsed = parse_events(raw)
     # one stream into the operator: the engine sends rejected records to quarantine (a filter
     # on the reason here would be pushed into the parser's projection and run uncompiled)
@@ -162,10 +155,17 @@ def build_query(
         )
     )
     app_id = "faultline-" + hashlib.sha256(str(checkpoint.resolve()).encode()).hexdigest()[:16]
+    publisher = None
+    if config.kafka_bootstrap and config.kafka_outputs:
+        from streaming.kafka import Publisher
+
+        publisher = Publisher(config.kafka_conf())
 
     def write_batch(df: Any, batch_id: int) -> None:
         started = time.time()
         metas = [r.asDict() for r in df.collect()]  # file metadata and counters only
+        if publisher is not None:  # at least once onto Kafka, before the tables commit
+            sink.publish_batch(output, batch_id, metas, app_id, publisher, config.decisions_topic)
         write_ms = int((time.time() - started) * 1000)
         result = sink.commit_batch(output, batch_id, metas, app_id, write_ms)
         _track_isolation(output, metas, progress)
@@ -185,6 +185,48 @@ def build_query(
     else:
         writer = writer.trigger(processingTime="1 second")
     return writer.start()
+
+
+def _source(spark: Any, config: JobConfig, folder: Path | None) -> Any:
+    """The raw records: ``value``, ``origin``, ``ingest_ms`` (and ``lost`` from Kafka)."""
+    if config.source != "kafka":
+        from streaming.sources import FilesSource
+
+        spark.dataSource.register(FilesSource)
+        return (
+            spark.readStream.format("faultline-files")
+            .option("path", str(folder))
+            .option("maxRecordsPerTrigger", str(config.max_records_per_batch))
+            .load()
+        )
+    options = {
+        "kafka.bootstrap.servers": str(config.kafka_bootstrap),
+        "startingOffsets": config.starting_offsets,
+        "maxOffsetsPerTrigger": str(config.max_offsets_per_trigger or config.max_records_per_batch),
+        "failOnDataLoss": str(config.fail_on_data_loss).lower(),
+        **{f"kafka.{k}": v for k, v in config.kafka_options.items()},
+    }
+    if config.topic:
+        options["subscribe"] = config.topic
+    else:
+        options["subscribePattern"] = str(config.subscribe_pattern)
+    if config.kafka_reader == "spark":  # Spark's JVM connector, where a cluster has it
+        from pyspark.sql import functions as F
+
+        return (
+            spark.readStream.format("kafka")
+            .options(**options)
+            .load()
+            .select(
+                F.col("value").cast("string").alias("value"),
+                F.concat_ws("/", "topic", "partition", "offset").alias("origin"),
+                F.unix_millis("timestamp").alias("ingest_ms"),
+            )
+        )
+    from streaming.kafka import KafkaSource
+
+    spark.dataSource.register(KafkaSource)
+    return spark.readStream.format("faultline-kafka").options(**options).load()
 
 
 def _track_isolation(output: Path, metas: list[dict[str, Any]], progress: Progress) -> None:
@@ -212,18 +254,31 @@ def run(config: JobConfig, out: TextIO = sys.stdout) -> int:
     """Run the job; print progress and a summary. Returns the exit code."""
     from streaming import sink
 
-    if config.source == "kafka":
-        raise NotImplementedError("the Kafka source arrives with the Kafka issue")
+    if config.kafka_bootstrap and (config.source == "kafka" or config.kafka_outputs):
+        from streaming.kafka import check_reachable
+
+        check_reachable(config.kafka_conf())
     output = Path(config.output).resolve()
     output.mkdir(parents=True, exist_ok=True)
-    folder = (
-        simulator_folder(config, output) if config.source == "simulator" else Path(str(config.path))
-    )
+    folder: Path | None = None
+    if config.source == "simulator":
+        folder = simulator_folder(config, output)
+    elif config.source == "files":
+        folder = Path(str(config.path))
     checkpoint = Path(config.checkpoint).resolve() / QUERY_NAME
     sink.create_tables(output)
     spark = _spark(config, output)
     progress = Progress()
-    print(f"faultline: {config.source} source {folder}", file=out)
+    if config.source == "kafka":
+        topics = config.topic or f"pattern {config.subscribe_pattern}"
+        settings = masked(config.kafka_options)
+        print(
+            f"faultline: kafka source {topics} at {config.kafka_bootstrap}"
+            + (f" with {settings}" if settings else ""),
+            file=out,
+        )
+    else:
+        print(f"faultline: {config.source} source {folder}", file=out)
     print(f"faultline: tables under {output}, checkpoint {checkpoint}", file=out)
     query = build_query(spark, config, folder, output, checkpoint, progress)
     shown = -1
@@ -234,7 +289,7 @@ def run(config: JobConfig, out: TextIO = sys.stdout) -> int:
                 shown = progress.batches
                 _print_progress(progress, out)
         if query.exception() is not None:
-            raise RuntimeError(str(query.exception()).splitlines()[0])
+            raise RuntimeError(_reason(str(query.exception())))
     except KeyboardInterrupt:
         query.stop()
         print("faultline: stopped", file=out)
@@ -242,6 +297,15 @@ def run(config: JobConfig, out: TextIO = sys.stdout) -> int:
         spark.stop()
     _print_summary(output, progress, out)
     return 0
+
+
+def _reason(error: str) -> str:
+    """One line out of a Spark error: faultline's own message when there is one."""
+    from streaming.kafka import PREFIX
+
+    lines = error.strip().splitlines() or ["unknown error"]
+    ours = [line[line.index(PREFIX) :] for line in lines if PREFIX in line]
+    return ours[0] if ours else lines[0]
 
 
 def _print_progress(progress: Progress, out: TextIO) -> None:

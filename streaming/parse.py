@@ -65,7 +65,8 @@ def _is_container(text: Column) -> Column:
 
 
 def parse_events(raw: DataFrame, properties: bool = False) -> DataFrame:
-    """``raw`` (value, origin, ingest_ms) to the event columns plus ``reason_code`` and
+    """``raw`` (value, origin, ingest_ms, and optionally ``lost``: a range of offsets the source
+    could not read) to the event columns plus ``reason_code`` and
     ``reason`` (null for a valid event). With ``properties``, also the event's unknown string
     fields as a map (SPEC §3); it costs a second JSON parse per record, and no table keeps
     whole events yet, so the job leaves it out.
@@ -75,11 +76,17 @@ def parse_events(raw: DataFrame, properties: bool = False) -> DataFrame:
     numbers and strings holding one, ``event_time`` also ISO-8601, ``brokers`` a list of
     ``{broker_name, write_queue_nums, perm}``.
     """
+    lost = F.col("lost") if "lost" in raw.columns else F.lit(None).cast("bigint")
     df = raw.select(
-        "value", "origin", "ingest_ms", F.from_json("value", _AS_STRINGS, _JSON_OPTIONS).alias("j")
+        "value",
+        "origin",
+        "ingest_ms",
+        lost.alias("_lost"),
+        F.from_json("value", _AS_STRINGS, _JSON_OPTIONS).alias("j"),
     )
-    # not a JSON object: malformed, an array or a scalar (the parser's corrupt record), or blank
-    malformed = F.col("j._corrupt").isNotNull() | (F.trim("value") == "")
+    # not a JSON object: malformed, an array or a scalar (the parser's corrupt record), blank, or
+    # no value at all (a Kafka tombstone)
+    malformed = F.col("j._corrupt").isNotNull() | (F.trim("value") == "") | F.col("value").isNull()
     cols: dict[str, Column] = {}
     wrong: dict[str, Column] = {}
     for name in STRING_FIELDS:
@@ -115,6 +122,7 @@ def parse_events(raw: DataFrame, properties: bool = False) -> DataFrame:
         "value",
         "origin",
         "ingest_ms",
+        "_lost",
         malformed.alias("_malformed"),
         *(c.alias(n) for n, c in cols.items()),
         F.array_compact(F.array(*(F.when(w, F.lit(n)) for n, w in wrong.items()))).alias("_wrong"),
@@ -122,7 +130,9 @@ def parse_events(raw: DataFrame, properties: bool = False) -> DataFrame:
     df = df.withColumn("kind", F.coalesce("kind", F.lit("send_result")))
     df = df.withColumn("cluster", F.coalesce("cluster", F.lit("default")))
     return (
-        df.withColumns(_reason(df)).drop("_malformed", "_wrong").withColumnRenamed("value", "raw")
+        df.withColumns(_reason(df))
+        .drop("_malformed", "_wrong", "_lost")
+        .withColumnRenamed("value", "raw")
     )
 
 
@@ -144,6 +154,16 @@ def _reason(df: DataFrame) -> dict[str, Column]:
         return F.col(col).isNotNull() & ~F.col(col).isin(*allowed)
 
     checks: list[tuple[Column, str, Column]] = [
+        (
+            F.col("_lost").isNotNull(),
+            "DATA_LOSS",
+            F.concat(
+                F.col("_lost").cast("string"),
+                F.lit(" records at "),
+                F.col("origin"),
+                F.lit(" were deleted (retention) before they were read; failOnDataLoss=false"),
+            ),
+        ),
         (F.col("_malformed"), "MALFORMED_JSON", F.lit("the record is not a JSON object")),
         (
             F.size("_wrong") > 0,

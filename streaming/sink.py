@@ -139,3 +139,48 @@ def commit_batch(
             commit_properties=CommitProperties(app_transactions=[Transaction(app_id, batch_id)]),
         )
     return {**counts, "committed": committed}
+
+
+def publish_batch(
+    root: Path,
+    batch_id: int,
+    metas: list[dict[str, Any]],
+    app_id: str,
+    publisher: Any,
+    decisions_topic: str | None,
+) -> int:
+    """Driver side, before :func:`commit_batch`: the cluster scope's broker decisions and routing
+    tables to ``decisions_topic`` (compacted; keys ``broker/<cluster>/<broker>`` and
+    ``route/<cluster>/<topic>``, so the latest message per key is the current state), and the
+    redeliveries onto their ``kafka_topic`` (key: the message id). Raises when a message is not
+    delivered, so the batch fails and is retried. A batch already committed is not sent again.
+    Returns the number of messages sent."""
+    if (DeltaTable(str(root / "batches")).transaction_version(app_id) or -1) >= batch_id:
+        return 0
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for meta in metas:
+        if meta["table"] in ("broker_decisions", "routing_table", "redeliveries"):
+            data = pq.read_table(root / meta["table"] / meta["path"]).to_pylist()
+            rows.setdefault(meta["table"], []).extend(data)
+    sent = 0
+    if decisions_topic:
+        decisions = [r for r in rows.get("broker_decisions", []) if r["scope"] == "cluster"]
+        decisions.sort(key=lambda r: (r["effective_at"], r["decision"] != "RESTORE"))
+        for r in decisions:
+            key = f"broker/{r['cluster']}/{r['broker_name']}"
+            publisher.send(decisions_topic, json.dumps({**r, "state": _state(r)}), key=key)
+        tables = [r for r in rows.get("routing_table", []) if r["scope"] == "cluster"]
+        for r in sorted(tables, key=lambda r: r["effective_at"]):
+            publisher.send(decisions_topic, json.dumps(r), key=f"route/{r['cluster']}/{r['topic']}")
+        sent += len(decisions) + len(tables)
+    for r in rows.get("redeliveries", []):
+        publisher.send(r["kafka_topic"], json.dumps(r), key=r["message_id"])
+        sent += 1
+    publisher.flush()
+    return sent
+
+
+def _state(decision: dict[str, Any]) -> str:
+    if decision["decision"] == "ROUTE_EXPIRED":
+        return "OUT_OF_ROUTE"
+    return "AVAILABLE" if decision["decision"] in ("RESTORE", "ROUTE_RESTORED") else "ISOLATED"

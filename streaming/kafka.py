@@ -1,0 +1,398 @@
+"""Kafka in and out, with confluent-kafka (librdkafka).
+
+In: a Spark Python Data Source, ``format("faultline-kafka")``, with the option names of Spark's
+own Kafka source: ``kafka.bootstrap.servers``, ``subscribe`` or ``subscribePattern``,
+``startingOffsets`` (``earliest``, ``latest`` or JSON ``{"topic": {"0": 42}}`` with -2 for
+earliest and -1 for latest), ``maxOffsetsPerTrigger``, ``failOnDataLoss``, and ``kafka.*`` handed
+to the client (SASL/SSL settings, under librdkafka's names). The offset is
+``{topic: {partition: next offset}}``; each Kafka partition is one input partition, read by a
+consumer assigned at its start offset, so a restart re-reads exactly the logged ranges.
+
+Out: the sink's commit publishes the cluster scope's broker states and routing tables to compacted
+topics, keyed by broker and by topic, and the redeliveries to their ``kafka_topic``, with an
+idempotent producer, before the batch's Delta commits.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
+
+from udfs.errors import FaultlineError
+
+RAW_SCHEMA = "value string, origin string, ingest_ms bigint, lost bigint"
+_RAW_ARROW = pa.schema(
+    [
+        ("value", pa.string()),
+        ("origin", pa.string()),
+        ("ingest_ms", pa.int64()),
+        ("lost", pa.int64()),
+    ]
+)
+EARLIEST, LATEST = -2, -1
+METADATA_TIMEOUT_S = 10.0
+PREFIX = "faultline kafka:"
+"""Starts every error this module raises, so the job can pick it out of a Spark error."""
+
+
+class KafkaIOError(FaultlineError):
+    """Kafka could not be reached, read or written; the message starts with :data:`PREFIX`."""
+
+
+def client_conf(options: Mapping[str, str]) -> dict[str, str]:
+    """librdkafka settings from the ``kafka.*`` options."""
+    conf = {k[len("kafka.") :]: v for k, v in options.items() if k.startswith("kafka.")}
+    if not conf.get("bootstrap.servers"):
+        raise KafkaIOError(f"{PREFIX} the option kafka.bootstrap.servers is required")
+    return conf
+
+
+def check_reachable(conf: Mapping[str, str], timeout: float = METADATA_TIMEOUT_S) -> None:
+    """Fail fast, with one line, when no broker answers."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    errors: list[str] = []
+    settings: dict[str, Any] = {**conf, "error_cb": lambda e: errors.append(str(e))}
+    admin = AdminClient(settings)
+    try:
+        admin.list_topics(timeout=timeout)
+    except KafkaException as exc:
+        seen = errors[-1] if errors else str(exc.args[0])
+        raise KafkaIOError(
+            f"{PREFIX} cannot reach {conf.get('bootstrap.servers')} within {timeout:g} s: {seen}"
+        ) from None
+
+
+# --- the source -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KafkaSlice(InputPartition):
+    topic: str
+    partition: int
+    begin: int
+    end: int
+    conf: tuple[tuple[str, str], ...]
+    fail_on_data_loss: bool
+
+
+def _origin(topic: str, partition: int, offset: int) -> str:
+    return f"{topic}/{partition}/{offset}"
+
+
+def read_slice(part: KafkaSlice, chunk: int = 10_000) -> Iterator[pa.RecordBatch]:
+    """Offsets ``[begin, end)`` of one partition as raw rows. Offsets that retention deleted
+    fail the read, or with ``failOnDataLoss=false`` become one row whose ``lost`` says how many
+    (the parser sends it to quarantine as ``DATA_LOSS``)."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import KafkaError as Error
+
+    consumer = Consumer(
+        {
+            **dict(part.conf),
+            "group.id": "faultline-reader",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": "error",
+            "enable.partition.eof": True,
+        }
+    )
+    try:
+        position = part.begin
+        consumer.assign([TopicPartition(part.topic, part.partition, position)])
+        deadline = time.time() + 120
+        while position < part.end:
+            if time.time() > deadline:
+                raise KafkaIOError(
+                    f"{PREFIX} {part.topic}/{part.partition}: offsets {position}..{part.end - 1} "
+                    "did not arrive within 120 s"
+                )
+            messages = consumer.consume(min(chunk, part.end - position), timeout=1.0)
+            values, origins, stamps = [], [], []
+            for m in messages:
+                error = m.error()
+                if error is not None:
+                    if error.code() == Error._PARTITION_EOF:
+                        continue
+                    if error.code() != Error._AUTO_OFFSET_RESET:
+                        raise KafkaIOError(f"{PREFIX} {part.topic}/{part.partition}: {error}")
+                    low, _ = consumer.get_watermark_offsets(
+                        TopicPartition(part.topic, part.partition), timeout=METADATA_TIMEOUT_S
+                    )
+                    resume = min(max(low, position), part.end)
+                    if resume == position:
+                        raise KafkaIOError(f"{PREFIX} {part.topic}/{part.partition}: {error}")
+                    if part.fail_on_data_loss:
+                        raise KafkaIOError(
+                            f"{PREFIX} offsets {position}..{resume - 1} of {part.topic}/"
+                            f"{part.partition} were deleted (retention) before they were read; "
+                            "set failOnDataLoss=false to skip and count them"
+                        )
+                    yield _lost(part, position, resume)
+                    position = resume
+                    consumer.assign([TopicPartition(part.topic, part.partition, position)])
+                    break
+                offset = m.offset()
+                if offset is None or offset >= part.end:
+                    continue
+                value = m.value()
+                values.append(None if value is None else value.decode("utf-8", "replace"))
+                origins.append(_origin(part.topic, part.partition, offset))
+                stamps.append(m.timestamp()[1])
+                position = offset + 1
+            if values:
+                yield pa.RecordBatch.from_arrays(
+                    [
+                        pa.array(values, pa.string()),
+                        pa.array(origins, pa.string()),
+                        pa.array(stamps, pa.int64()),
+                        pa.nulls(len(values), pa.int64()),
+                    ],
+                    schema=_RAW_ARROW,
+                )
+            elif messages and all(_is_eof(m.error()) for m in messages):
+                break  # the rest of the range is gone (compaction, aborted transactions)
+    finally:
+        consumer.close()
+
+
+def _is_eof(error: Any) -> bool:
+    from confluent_kafka import KafkaError as Error
+
+    return error is not None and error.code() == Error._PARTITION_EOF
+
+
+def _lost(part: KafkaSlice, begin: int, end: int) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array([None], pa.string()),
+            pa.array([f"{part.topic}/{part.partition}/{begin}-{end - 1}"], pa.string()),
+            pa.array([None], pa.int64()),
+            pa.array([end - begin], pa.int64()),
+        ],
+        schema=_RAW_ARROW,
+    )
+
+
+Offsets = dict[str, dict[str, int]]
+
+
+class KafkaReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Planning runs in a Python process on the driver; :func:`read_slice` on the executors."""
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self.conf = client_conf(options)
+        self.subscribe = [t.strip() for t in options.get("subscribe", "").split(",") if t.strip()]
+        pattern = options.get("subscribepattern")
+        self.pattern = re.compile(pattern) if pattern else None
+        if bool(self.subscribe) == bool(self.pattern):
+            raise KafkaIOError(
+                f"{PREFIX} give exactly one of the options subscribe, subscribePattern"
+            )
+        self.starting = options.get("startingoffsets", "latest").strip()
+        limit = options.get("maxoffsetspertrigger")
+        self.limit = int(limit) if limit else None
+        self.fail_on_data_loss = options.get("failondataloss", "true").lower() != "false"
+        self.frozen: Offsets | None = None
+        self._client: Any = None
+
+    def _consumer(self) -> Any:
+        if self._client is None:
+            from confluent_kafka import Consumer
+
+            check_reachable(self.conf)
+            self._client = Consumer(
+                {**self.conf, "group.id": "faultline-planner", "enable.auto.commit": False}
+            )
+        return self._client
+
+    def _watermarks(self) -> dict[tuple[str, int], tuple[int, int]]:
+        from confluent_kafka import TopicPartition
+
+        consumer = self._consumer()
+        topics = consumer.list_topics(timeout=METADATA_TIMEOUT_S).topics
+        names = sorted(
+            t
+            for t, meta in topics.items()
+            if meta.error is None
+            and not t.startswith("__")
+            and (t in self.subscribe if self.subscribe else self.pattern.fullmatch(t))  # type: ignore[union-attr]
+        )
+        marks = {}
+        for topic in names:
+            for p in sorted(topics[topic].partitions):
+                marks[(topic, p)] = consumer.get_watermark_offsets(
+                    TopicPartition(topic, p), timeout=METADATA_TIMEOUT_S
+                )
+        return marks
+
+    def initialOffset(self) -> Offsets:
+        marks = self._watermarks()
+        if self.starting in ("earliest", "latest"):
+            side = 0 if self.starting == "earliest" else 1
+            return _nest({tp: m[side] for tp, m in marks.items()})
+        try:
+            given = json.loads(self.starting)
+            wanted = {(t, int(p)): int(o) for t, parts in given.items() for p, o in parts.items()}
+        except (ValueError, AttributeError, TypeError):
+            raise KafkaIOError(
+                f"{PREFIX} startingOffsets {self.starting!r} is not earliest, latest or JSON like "
+                '{"topic": {"0": 23, "1": -2}}'
+            ) from None
+        start = {}
+        for tp, (low, high) in marks.items():
+            offset = wanted.get(tp, EARLIEST)
+            start[tp] = low if offset == EARLIEST else high if offset == LATEST else offset
+        return _nest(start)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """``--once``: read up to the offsets there are now, then stop."""
+        self.frozen = _nest({tp: m[1] for tp, m in self._watermarks().items()})
+
+    def latestOffset(self, start: Offsets, limit: Any = None) -> Offsets:
+        budget = self.limit
+        if getattr(limit, "max_rows", None) is not None:
+            rows = int(limit.max_rows)
+            budget = rows if budget is None else min(budget, rows)
+        begin = _flat(start)
+        if self.frozen is not None:
+            high = _flat(self.frozen)
+        else:
+            high = {tp: m[1] for tp, m in self._watermarks().items()}
+        # a partition that appeared since is read from its beginning
+        ends = {tp: max(h, begin.get(tp, 0)) for tp, h in high.items()}
+        ends.update({tp: o for tp, o in begin.items() if tp not in ends})
+        return _nest(_admit({tp: begin.get(tp, 0) for tp in ends}, ends, budget))
+
+    def partitions(self, start: Offsets, end: Offsets) -> list[KafkaSlice]:
+        begin, stop = _flat(start), _flat(end)
+        conf = tuple(sorted(self.conf.items()))
+        return [
+            KafkaSlice(t, p, begin.get((t, p), 0), o, conf, self.fail_on_data_loss)
+            for (t, p), o in sorted(stop.items())
+            if o > begin.get((t, p), 0)
+        ]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, KafkaSlice)
+        yield from read_slice(partition)
+
+    def commit(self, end: Offsets) -> None:
+        pass
+
+    def stop(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+
+def _nest(flat: Mapping[tuple[str, int], int]) -> Offsets:
+    out: Offsets = {}
+    for (topic, partition), offset in sorted(flat.items()):
+        out.setdefault(topic, {})[str(partition)] = int(offset)
+    return out
+
+
+def _flat(nested: Offsets) -> dict[tuple[str, int], int]:
+    return {(t, int(p)): int(o) for t, parts in nested.items() for p, o in parts.items()}
+
+
+def _admit(
+    begin: Mapping[tuple[str, int], int], end: Mapping[tuple[str, int], int], budget: int | None
+) -> dict[tuple[str, int], int]:
+    """At most ``budget`` offsets in all, shared in proportion to what each partition has
+    waiting (as Spark's ``maxOffsetsPerTrigger``); leftovers go to the largest remainders.
+
+    >>> _admit({("t", 0): 0, ("t", 1): 0}, {("t", 0): 300, ("t", 1): 100}, 200)
+    {('t', 0): 150, ('t', 1): 50}
+    """
+    waiting = {tp: end[tp] - begin[tp] for tp in end}
+    total = sum(waiting.values())
+    if budget is None or total <= budget:
+        return dict(end)
+    shares = {tp: budget * w // total for tp, w in waiting.items()}
+    left = budget - sum(shares.values())
+    by_remainder = sorted(waiting, key=lambda tp: (-(budget * waiting[tp] % total), tp))
+    for tp in by_remainder[:left]:
+        shares[tp] += 1
+    return {tp: begin[tp] + shares[tp] for tp in end}
+
+
+class KafkaSource(DataSource):
+    """``spark.readStream.format("faultline-kafka")`` with Spark's Kafka option names."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "faultline-kafka"
+
+    def schema(self) -> str:
+        return RAW_SCHEMA
+
+    def streamReader(self, schema: Any) -> KafkaReader:
+        return KafkaReader(dict(self.options))
+
+
+# --- publishing -----------------------------------------------------------------------------------
+
+
+class Publisher:
+    """An idempotent producer whose :meth:`flush` raises when any message was not delivered."""
+
+    def __init__(self, conf: Mapping[str, str]) -> None:
+        from confluent_kafka import Producer
+
+        self.failures: list[str] = []
+        self.producer = Producer(
+            {
+                **conf,
+                "enable.idempotence": True,
+                "linger.ms": 20,
+                "message.timeout.ms": 30_000,
+                "error_cb": self._error,
+            }
+        )
+
+    def _error(self, error: Any) -> None:
+        if error.fatal():
+            self.failures.append(str(error))
+
+    def _delivered(self, error: Any, message: Any) -> None:
+        if error is not None:
+            self.failures.append(f"{message.topic()}: {error}")
+
+    def send(self, topic: str, value: bytes | str, key: str | None = None) -> None:
+        while True:
+            try:
+                self.producer.produce(topic, value=value, key=key, on_delivery=self._delivered)
+                break
+            except BufferError:  # the local queue is full: let deliveries drain it
+                self.producer.poll(0.1)
+        self.producer.poll(0)
+
+    def flush(self, timeout: float = 60.0) -> None:
+        left = self.producer.flush(timeout)
+        if left or self.failures:
+            reason = self.failures[0] if self.failures else f"{left} messages not delivered"
+            raise KafkaIOError(f"{PREFIX} publishing failed: {reason}")
+
+
+def publish_events(events: Iterable[Mapping[str, Any]], conf: Mapping[str, str], topic: str) -> int:
+    """``faultline simulate --kafka-bootstrap``: each event as JSON, keyed by its cluster, so a
+    cluster's events keep their order in one partition."""
+    publisher = Publisher(conf)
+    count = 0
+    for event in events:
+        value = json.dumps(event, separators=(",", ":"))
+        publisher.send(topic, value, key=str(event.get("cluster", "default")))
+        count += 1
+    publisher.flush()
+    return count
