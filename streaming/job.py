@@ -38,6 +38,8 @@ class Progress:
     last: dict[str, Any] = field(default_factory=dict)
     isolated: dict[tuple[str, str], int] = field(default_factory=dict)
     started: float = field(default_factory=time.time)
+    error: str | None = None
+    """The one-line reason a batch failed, read from the full error where Spark still has it."""
 
 
 def engine_config(config: JobConfig) -> engine.EngineConfig:
@@ -163,7 +165,11 @@ def build_query(
 
     def write_batch(df: Any, batch_id: int) -> None:
         started = time.time()
-        metas = [r.asDict() for r in df.collect()]  # file metadata and counters only
+        try:
+            metas = [r.asDict() for r in df.collect()]  # file metadata and counters only
+        except Exception as exc:
+            progress.error = _reason(str(exc))
+            raise
         if publisher is not None:  # at least once onto Kafka, before the tables commit
             sink.publish_batch(output, batch_id, metas, app_id, publisher, config.decisions_topic)
         write_ms = int((time.time() - started) * 1000)
@@ -284,12 +290,15 @@ def run(config: JobConfig, out: TextIO = sys.stdout) -> int:
     shown = -1
     try:
         while query.isActive:
-            query.awaitTermination(config.progress_interval / 1000)
+            try:
+                query.awaitTermination(config.progress_interval / 1000)
+            except Exception:  # the query failed: its reason is read below
+                break
             if progress.batches != shown and progress.last:
                 shown = progress.batches
                 _print_progress(progress, out)
         if query.exception() is not None:
-            raise RuntimeError(_reason(str(query.exception())))
+            raise RuntimeError(progress.error or _reason(str(query.exception())))
     except KeyboardInterrupt:
         query.stop()
         print("faultline: stopped", file=out)

@@ -61,7 +61,12 @@ def check_reachable(conf: Mapping[str, str], timeout: float = METADATA_TIMEOUT_S
     from confluent_kafka.admin import AdminClient
 
     errors: list[str] = []
-    settings: dict[str, Any] = {**conf, "error_cb": lambda e: errors.append(str(e))}
+    # errors reach us through error_cb; librdkafka's own log lines would repeat them on stderr
+    settings: dict[str, Any] = {
+        **conf,
+        "error_cb": lambda e: errors.append(str(e)),
+        "log_level": 2,
+    }
     admin = AdminClient(settings)
     try:
         admin.list_topics(timeout=timeout)

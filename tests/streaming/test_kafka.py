@@ -1,0 +1,250 @@
+"""Kafka end to end, against a real Kafka-protocol server (librdkafka's mock cluster in a process
+of its own), or against a real Kafka when ``KAFKA_BOOTSTRAP_SERVERS`` is set."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer
+
+from streaming.config import load_scenario
+from streaming.mock_kafka import mock_cluster
+from streaming.simulator import simulate
+from tests.streaming.conftest import (
+    INT,
+    KILL,
+    OUTPUT_TABLES,
+    batches_committed,
+    canonical,
+    faultline,
+    interrupt_after,
+    start,
+    table,
+)
+from udfs.schedule import kafka_topic
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(scope="module")
+def kafka() -> Iterator[str]:
+    with mock_cluster() as bootstrap:
+        yield bootstrap
+
+
+def _publish(bootstrap: str, topic: str, cwd: Path, scenario: str = "quick") -> None:
+    done = faultline(
+        "simulate", "--scenario", scenario, "--kafka-bootstrap", bootstrap, "--topic", topic,
+        cwd=cwd, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def _args(folder: Path, bootstrap: str, topic: str, *extra: str) -> tuple[str, ...]:
+    config = folder / "job.yaml"
+    config.write_text(f"decisions_topic: {folder.name}-decisions\n")
+    return ("run", "--source", "kafka", "--kafka-bootstrap", bootstrap, "--topic", topic,
+            "--config", str(config), "--max-offsets-per-trigger", "200",
+            "--output", str(folder / "out"), "--checkpoint", str(folder / "ck"),
+            *extra)  # fmt: skip
+
+
+def _same_tables(a: Path, b: Path) -> None:
+    for name in OUTPUT_TABLES:
+        assert canonical(a, name) == canonical(b, name), name
+
+
+def _read_all(bootstrap: str, topic: str, expected: int, limit: float = 60) -> list[Any]:
+    """Every message of a topic, from the beginning (bounded wait)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"check-{topic}-{time.time()}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([topic])
+    messages: list[Any] = []
+    deadline = time.time() + limit
+    try:
+        while len(messages) < expected and time.time() < deadline:
+            for m in consumer.consume(1000, timeout=1.0):
+                if m.error() is None:
+                    messages.append(m)
+    finally:
+        consumer.close()
+    return messages
+
+
+def _check_kafka_run(reference: Path, folder: Path, bootstrap: str) -> None:
+    """The Kafka run's tables equal the files run's; what producers read back from Kafka is the
+    latest state per broker and topic; every redelivery is on its topic."""
+    out = folder / "out"
+    _same_tables(reference, out)
+    batches = table(out, "batches")
+    assert (batches["input"] <= 200).all() and len(batches) >= 8  # admission control
+    decisions = table(out, "broker_decisions").query("scope == 'cluster'")
+    routes = table(out, "routing_table").query("scope == 'cluster'")
+    sent = _read_all(bootstrap, f"{folder.name}-decisions", len(decisions) + len(routes))
+    latest = {m.key().decode(): json.loads(m.value()) for m in sent}
+    expected = {}
+    for r in decisions.sort_values(["effective_at"], kind="stable").itertuples():
+        expected[f"broker/{r.cluster}/{r.broker_name}"] = (r.decision, r.available_from)
+    assert {
+        k: (v["decision"], v["available_from"]) for k, v in latest.items() if "broker/" in k
+    } == (expected)
+    last_route = routes.sort_values("effective_at", kind="stable").groupby("topic").last()
+    for topic, r in last_route.iterrows():
+        got = latest[f"route/{r['cluster']}/{topic}"]
+        assert [q["broker_name"] for q in got["selectable"]] == [
+            q["broker_name"] for q in r["selectable"]
+        ]
+    redeliveries = table(out, "redeliveries")
+    for target, group in redeliveries.groupby("target_topic"):
+        on_kafka = _read_all(bootstrap, kafka_topic(str(target)), len(group))
+        assert {m.key().decode() for m in on_kafka} == set(group["message_id"]), target
+
+
+def test_kafka_run_equals_the_files_run_and_publishes_for_producers(
+    kafka: str, reference: Path, tmp_path: Path
+) -> None:
+    _publish(kafka, "quick-events", tmp_path)
+    result = faultline(*_args(tmp_path, kafka, "quick-events", "--once"), cwd=tmp_path)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert f"kafka source quick-events at {kafka}" in result.stdout
+    _check_kafka_run(reference, tmp_path, kafka)
+
+
+@pytest.mark.parametrize(("how", "sig"), [("stop", INT), ("kill", KILL)])
+def test_kafka_run_stopped_or_killed_and_restarted_loses_and_duplicates_nothing(
+    kafka: str, reference: Path, tmp_path: Path, how: str, sig: int
+) -> None:
+    topic = f"events-{how}"
+    _publish(kafka, topic, tmp_path)
+    proc = start(*_args(tmp_path, kafka, topic), cwd=tmp_path)
+    code = interrupt_after(proc, tmp_path / "out", 2, sig)
+    assert code == (0 if how == "stop" else -9)
+    assert 2 <= len(table(tmp_path / "out", "batches")) < len(table(reference, "batches"))
+    result = faultline(*_args(tmp_path, kafka, topic, "--once"), cwd=tmp_path)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    _same_tables(reference, tmp_path / "out")
+    assert table(tmp_path / "out", "batches")["input"].sum() == len(
+        simulate(load_scenario("quick"))
+    )
+
+
+def test_topics_that_appear_while_running_are_read(kafka: str, tmp_path: Path) -> None:
+    events = simulate(load_scenario("quick"))
+    half = len(events) // 2
+    producer = Producer({"bootstrap.servers": kafka})
+    for e in events[:half]:
+        producer.produce("grow-a", json.dumps(e), key=e["cluster"])
+    producer.flush(30)
+    config = tmp_path / "job.yaml"
+    config.write_text("subscribe_pattern: grow-.*\ndecisions_topic: ''\n")
+    args = ("run", "--source", "kafka", "--kafka-bootstrap", kafka, "--config", str(config),
+            "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "ck"))  # fmt: skip
+    proc = start(*args, cwd=tmp_path)
+    try:
+        deadline = time.time() + 240
+        while batches_committed(tmp_path / "out") < 1 and time.time() < deadline:
+            time.sleep(0.2)
+        for e in events[half:]:
+            producer.produce("grow-b", json.dumps(e), key=e["cluster"])
+        producer.flush(30)
+
+        def read() -> int:
+            try:
+                return int(table(tmp_path / "out", "batches")["input"].sum())
+            except Exception:
+                return 0
+
+        while read() < len(events) and time.time() < deadline and proc.poll() is None:
+            time.sleep(0.5)
+    finally:
+        code = interrupt_after(proc, tmp_path / "out", 0, INT)
+    assert code == 0
+    batches = table(tmp_path / "out", "batches")
+    assert batches["input"].sum() == batches["valid"].sum() == len(events)
+
+
+def test_an_unreachable_bootstrap_server_fails_fast_with_one_line(tmp_path: Path) -> None:
+    began = time.time()
+    result = faultline(
+        "run", "--source", "kafka", "--kafka-bootstrap", "127.0.0.1:9", "--topic", "t",
+        cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert time.time() - began < 45
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cannot reach 127.0.0.1:9 within 10 s" in lines[0], lines
+    assert not (tmp_path / "output").exists()
+
+
+def test_offsets_lost_to_retention_fail_or_are_skipped_and_counted(
+    kafka: str, tmp_path: Path
+) -> None:
+    producer = Producer({"bootstrap.servers": kafka, "linger.ms": 5})
+    for _ in range(12_000):  # about 12 MB: the mock cluster keeps about 5 MB per partition
+        producer.produce("lossy", b"x" * 1000, partition=0)
+        producer.poll(0)
+    producer.flush(60)
+    consumer = Consumer({"bootstrap.servers": kafka, "group.id": "lossy-check"})
+    from confluent_kafka import TopicPartition
+
+    low, high = consumer.get_watermark_offsets(TopicPartition("lossy", 0), timeout=10)
+    consumer.close()
+    assert 0 < low < high == 12_000
+    start_at = ("--starting-offsets", json.dumps({"lossy": {"0": 0}}))
+    failing = faultline(*_args(tmp_path, kafka, "lossy", "--once", *start_at), cwd=tmp_path)
+    assert failing.returncode == 1
+    assert "faultline: failed: faultline kafka: offsets 0.." in failing.stderr
+    assert "of lossy/0 were deleted (retention) before they were read" in failing.stderr
+    assert len(failing.stderr.strip().splitlines()[-1]) < 300
+
+    skipping = tmp_path / "skip"
+    skipping.mkdir()
+    args = _args(skipping, kafka, "lossy", "--once", *start_at)
+    (skipping / "job.yaml").write_text("fail_on_data_loss: false\ndecisions_topic: ''\n")
+    result = faultline(*args, "--max-offsets-per-trigger", "20000", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    quarantine = table(skipping / "out", "quarantine")
+    lost = quarantine[quarantine["reason_code"] == "DATA_LOSS"]
+    assert list(lost["origin"]) == [f"lossy/0/0-{low - 1}"]
+    assert lost["reason"].iloc[0].startswith(f"{low} records at lossy/0/0-{low - 1} were deleted")
+    assert (quarantine["reason_code"] == "MALFORMED_JSON").sum() == high - low
+    assert "lossy/0/11999" in set(quarantine["origin"])
+
+
+def test_spark_kafka_connector_switch_uses_format_kafka(kafka: str, tmp_path: Path) -> None:
+    """``kafka_reader: spark`` hands the same options to Spark's own connector, which these
+    machines cannot install: the job must say that it is missing, not fall back silently."""
+    (tmp_path / "job.yaml").write_text("kafka_reader: spark\n")
+    result = faultline(
+        "run", "--source", "kafka", "--kafka-bootstrap", kafka, "--topic", "t", "--once",
+        "--config", str(tmp_path / "job.yaml"), cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert "kafka" in result.stderr.strip().splitlines()[-1].lower()
+    assert "data source" in result.stderr.lower()
+
+
+def test_against_a_real_kafka(reference: Path, tmp_path: Path) -> None:
+    bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if not bootstrap:
+        pytest.skip(
+            "KAFKA_BOOTSTRAP_SERVERS is not set: no real Kafka here (docker compose up -d, "
+            "then KAFKA_BOOTSTRAP_SERVERS=localhost:9092); the mock-cluster tests above ran"
+        )
+    topic = f"faultline-test-{int(time.time())}"
+    _publish(bootstrap, topic, tmp_path)
+    result = faultline(*_args(tmp_path, bootstrap, topic, "--once"), cwd=tmp_path)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    _check_kafka_run(reference, tmp_path, bootstrap)
