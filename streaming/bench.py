@@ -1,10 +1,14 @@
 """Throughput benchmark: the full job against a stateless pass-through over the same source and
 sink, on the same events. Prints records/s and micro-batch times for both.
 
-    python -m streaming.bench [--scenario default] [--repeat 4] [--batch 50000]
+    python -m streaming.bench [--source files|kafka] [--scenario default] [--repeat 4]
+                              [--batch 50000]
 
-The pass-through reads the same files with the same source and writes every raw record to a
-Delta table through the same executor-side Parquet writer and driver-side commit.
+The pass-through reads the same records with the same source and writes every raw record to a
+Delta table through an executor-side Parquet writer and a driver-side commit, as the job's sink
+does. ``--source kafka`` publishes the events to librdkafka's mock cluster (a real Kafka-protocol
+server on 127.0.0.1, in a process of its own), spread over 8 topics of 4 partitions, and reads
+them with the job's Kafka source.
 """
 
 from __future__ import annotations
@@ -15,11 +19,31 @@ import statistics
 import sys
 import tempfile
 import time
+import zlib
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+KAFKA_TOPICS = 8
+"""The mock cluster keeps about 5 MB per partition and makes 4 per topic: spread the load."""
+
+
+def _publish(folder: Path, bootstrap: str) -> None:
+    import json
+
+    from streaming.kafka import Publisher
+    from streaming.sources import list_files
+
+    publisher = Publisher({"bootstrap.servers": bootstrap, "compression.type": "lz4"})
+    for path in list_files(folder):
+        for line in path.read_text().splitlines():
+            event_id = json.loads(line)["event_id"]
+            topic = f"bench-{zlib.crc32(event_id.encode()) % KAFKA_TOPICS}"
+            publisher.send(topic, line, key=event_id)
+    publisher.flush()
 
 
 def _events(scenario: str, repeat: int, folder: Path) -> int:
@@ -39,7 +63,7 @@ def _events(scenario: str, repeat: int, folder: Path) -> int:
     return len(out)
 
 
-def _passthrough(spark: Any, folder: Path, output: Path, batch: int) -> list[float]:
+def _passthrough(spark: Any, raw: Any, output: Path) -> list[float]:
     from deltalake import CommitProperties, DeltaTable, Transaction
     from deltalake.transaction import AddAction
 
@@ -86,14 +110,8 @@ def _passthrough(spark: Any, folder: Path, output: Path, batch: int) -> list[flo
         )
         times.append(time.time() - started)
 
-    from streaming.sources import FilesSource
-
-    spark.dataSource.register(FilesSource)
     query = (
-        spark.readStream.format("faultline-files")
-        .option("path", str(folder))
-        .option("maxRecordsPerTrigger", str(batch))
-        .load()
+        raw.select("value", "origin", "ingest_ms")
         .writeStream.foreachBatch(sink)
         .trigger(availableNow=True)
         .option("checkpointLocation", str(output / "_ck_passthrough"))
@@ -105,6 +123,7 @@ def _passthrough(spark: Any, folder: Path, output: Path, batch: int) -> list[flo
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--source", choices=("files", "kafka"), default="files")
     parser.add_argument("--scenario", default="default")
     parser.add_argument("--repeat", type=int, default=4)
     parser.add_argument("--batch", type=int, default=50_000)
@@ -114,14 +133,23 @@ def main(argv: list[str] | None = None) -> int:
     from streaming.config import load_job_config
 
     work = Path(tempfile.mkdtemp(prefix="faultline-bench-"))
+    cluster = ExitStack()
     try:
         folder = work / "events"
         total = _events(args.scenario, args.repeat, folder)
+        settings: dict[str, Any] = {"source": "files", "path": str(folder)}
+        if args.source == "kafka":
+            from streaming.mock_kafka import mock_cluster
+
+            bootstrap = cluster.enter_context(mock_cluster())
+            _publish(folder, bootstrap)
+            settings = {"source": "kafka", "kafka_bootstrap": bootstrap, "topic": None}
+            settings["subscribe_pattern"] = "bench-.*"
+            settings["kafka_outputs"] = False
         config = load_job_config(
             None,
             {
-                "source": "files",
-                "path": str(folder),
+                **settings,
                 "output": str(work / "job"),
                 "checkpoint": str(work / "ck"),
                 "max_records_per_batch": args.batch,
@@ -131,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         spark = job._spark(config, work / "job")
         results = {}
         started = time.time()
-        pt = _passthrough(spark, folder, work / "pt", args.batch)
+        pt = _passthrough(spark, job._source(spark, config, folder), work / "pt")
         results["pass-through"] = (time.time() - started, pt)
         from streaming import sink
 
@@ -152,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
         query.awaitTermination()
         results["full job"] = (time.time() - started, times)
         print(
-            f"{total} records, micro-batches of at most {args.batch}, {spark.sparkContext.master}"
+            f"{args.source} source: {total} records, micro-batches of at most {args.batch}, "
+            f"{spark.sparkContext.master}"
         )
         for name, (elapsed, batch_times) in results.items():
             steady = batch_times[1:] or batch_times
@@ -165,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         ratio = results["pass-through"][0] / results["full job"][0]
         print(f"full job / pass-through throughput: {ratio:.2f}")
     finally:
+        cluster.close()
         shutil.rmtree(work, ignore_errors=True)
     return 0
 

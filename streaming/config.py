@@ -289,9 +289,11 @@ def _explain(error: ValidationError, where: Mapping[str, str], default: str) -> 
         loc = ".".join(str(p) for p in item["loc"])
         origin = where.get(str(item["loc"][0]) if item["loc"] else "", default)
         value = item.get("input")
-        if item["loc"] and item["loc"][0] == "kafka_options":
-            # settings may hold secrets: never echo them
-            value = masked(value) if isinstance(value, Mapping) else "***"
+        if item["loc"] and item["loc"][0] == "kafka_options":  # may hold secrets: never echo them
+            if len(item["loc"]) > 1:
+                value = masked({str(item["loc"][1]): value}).popitem()[1]
+            else:
+                value = masked(value) if isinstance(value, Mapping) else "***"
         shown = "(missing)" if item["type"] == "missing" else repr(value)
         message = item["msg"]
         if item["type"] == "extra_forbidden":

@@ -1,0 +1,54 @@
+"""Configuration errors name the file, key and value, and never print a secret."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from streaming.config import CONF_DIR, JobConfig, load_job_config
+from udfs.errors import ConfigError
+
+PROJECT = CONF_DIR.parent
+
+
+def _error(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "job.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        load_job_config(path)
+    return str(caught.value)
+
+
+def test_a_bad_delay_level_table_names_file_key_value_and_level(tmp_path: Path) -> None:
+    message = _error(tmp_path, "delay_levels: 1s 5s 1.5s\n")
+    assert message.startswith(f"{tmp_path / 'job.yaml'}: delay_levels = '1s 5s 1.5s': ")
+    assert "level 3 is '1.5s'" in message
+
+
+def test_kafka_settings_with_secrets_are_never_printed(tmp_path: Path) -> None:
+    message = _error(
+        tmp_path,
+        "kafka_options:\n  sasl.password: 12345678\n  sasl.username: 42\n  ssl.key.password: 987\n",
+    )
+    assert "12345678" not in message and "987" not in message
+    assert "kafka_options.sasl.password = '***'" in message
+    assert "kafka_options.sasl.username = 42" in message
+
+
+def test_the_kafka_source_needs_its_settings(tmp_path: Path) -> None:
+    assert "needs kafka_bootstrap" in _error(tmp_path, "source: kafka\ntopic: t\n")
+    message = _error(tmp_path, "source: kafka\nkafka_bootstrap: k:9092\n")
+    assert "exactly one of topic, subscribe_pattern" in message
+
+
+def test_docker_compose_creates_the_topics_the_job_uses() -> None:
+    compose = yaml.safe_load((PROJECT / "docker-compose.yml").read_text())
+    assert "9092:9092" in compose["services"]["kafka"]["ports"]
+    command = " ".join(compose["services"]["topics"]["command"])
+    decisions = JobConfig().decisions_topic
+    assert f"--topic {decisions} --partitions 1 --replication-factor 1" in command
+    assert "cleanup.policy=compact" in command.split(f"--topic {decisions}")[1]
+    readme = (PROJECT / "README.md").read_text()
+    assert "--topic faultline.events" in command and "--topic faultline.events" in readme
