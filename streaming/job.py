@@ -164,12 +164,15 @@ def build_query(
         publisher = Publisher(config.kafka_conf())
 
     def write_batch(df: Any, batch_id: int) -> None:
-        started = time.time()
         try:
-            metas = [r.asDict() for r in df.collect()]  # file metadata and counters only
-        except Exception as exc:
+            commit(df, batch_id)
+        except Exception as exc:  # keep the reason while the whole error is at hand
             progress.error = _reason(str(exc))
             raise
+
+    def commit(df: Any, batch_id: int) -> None:
+        started = time.time()
+        metas = [r.asDict() for r in df.collect()]  # file metadata and counters only
         if publisher is not None:  # at least once onto Kafka, before the tables commit
             sink.publish_batch(output, batch_id, metas, app_id, publisher, config.decisions_topic)
         write_ms = int((time.time() - started) * 1000)

@@ -358,10 +358,10 @@ class Publisher:
         self.failures: list[str] = []
         self.producer = Producer(
             {
-                **conf,
-                "enable.idempotence": True,
                 "linger.ms": 20,
                 "message.timeout.ms": 30_000,
+                **conf,
+                "enable.idempotence": True,
                 "error_cb": self._error,
             }
         )

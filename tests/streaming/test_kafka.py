@@ -248,3 +248,48 @@ def test_against_a_real_kafka(reference: Path, tmp_path: Path) -> None:
     result = faultline(*_args(tmp_path, bootstrap, topic, "--once"), cwd=tmp_path)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     _check_kafka_run(reference, tmp_path, bootstrap)
+
+
+def test_a_delivery_failure_fails_the_batch_and_the_restart_retries_it(
+    reference: Path, tmp_path: Path
+) -> None:
+    """Files in, outputs to a Kafka that goes away: the batch being published fails and commits
+    nothing; the restart publishes it to the Kafka that is there now and commits it once."""
+    events = tmp_path / "in"
+    assert (
+        faultline("simulate", "--scenario", "quick", "--out", str(events), cwd=tmp_path).returncode
+        == 0
+    )
+    config = tmp_path / "job.yaml"
+    config.write_text("kafka_options: {message.timeout.ms: '3000'}\n")
+
+    def args(bootstrap: str, *extra: str) -> tuple[str, ...]:
+        return ("run", "--source", "files", "--path", str(events), "--config", str(config),
+                "--kafka-bootstrap", bootstrap, "--max-records-per-batch", "200",
+                "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "ck"),
+                *extra)  # fmt: skip
+
+    out = tmp_path / "out"
+    with mock_cluster() as first:
+        proc = start(*args(first), cwd=tmp_path)
+        deadline = time.time() + 240
+        while batches_committed(out) < 2 and time.time() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+    # the first cluster is gone now: the next batch cannot be delivered
+    stdout, _ = proc.communicate(timeout=240)
+    assert proc.returncode == 1
+    assert "faultline: failed: faultline kafka: publishing failed:" in stdout
+    committed = table(out, "batches")
+    assert 2 <= len(committed) < len(table(reference, "batches"))
+    for name in OUTPUT_TABLES:  # nothing of the failed batch reached a table
+        assert set(table(out, name)["batch_id"]) <= set(committed["batch_id"]), name
+    with mock_cluster() as second:
+        result = faultline(*args(second, "--once"), cwd=tmp_path)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        redeliveries = table(out, "redeliveries")
+        done = set(committed["batch_id"])
+        retried = redeliveries[~redeliveries["batch_id"].isin(done)]
+        for target, group in retried.groupby("target_topic"):
+            got = _read_all(second, kafka_topic(str(target)), len(group))
+            assert {m.key().decode() for m in got} >= set(group["message_id"]), target
+    _same_tables(reference, out)
