@@ -84,6 +84,11 @@ def canonical(output: Path, name: str) -> list[tuple[Any, ...]]:
     return sorted(rows, key=repr)
 
 
+def same_tables(a: Path, b: Path, names: tuple[str, ...] = OUTPUT_TABLES) -> None:
+    for name in names:
+        assert canonical(a, name) == canonical(b, name), name
+
+
 def _plain(value: Any) -> Any:
     if isinstance(value, (list, tuple)) or hasattr(value, "tolist"):
         return repr(list(value))

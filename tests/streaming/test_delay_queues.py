@@ -95,13 +95,3 @@ def test_messages_wait_for_event_time_and_a_quiet_stream_releases_them(tmp_path:
     )
     assert any(line.split() == ["level", "18", "5", "4", "0", "1"] for line in lines), lines
     assert any(line.split() == ["DLQ", "at", "once", "0", "0", "0", "2"] for line in lines), lines
-
-
-def test_a_bad_delay_level_table_stops_the_job_and_names_it(tmp_path: Path) -> None:
-    config = tmp_path / "job.yaml"
-    config.write_text('delay_levels: "1s 5s 10x"\n')
-    result = faultline("run", "--config", str(config), cwd=tmp_path, timeout=60)
-    assert result.returncode == 2
-    assert f"{config}: delay_levels = '1s 5s 10x': " in result.stderr
-    assert "level 3 is '10x'" in result.stderr
-    assert not (tmp_path / "output").exists()

@@ -18,6 +18,7 @@ from tests.streaming.conftest import (
     faultline,
     interrupt_after,
     quick_run,
+    same_tables,
     start,
     table,
 )
@@ -165,17 +166,12 @@ def test_routing_decisions_follow_each_profile(default_run: tuple[Path, str]) ->
 # --- restarts, crashes and batch sizes, on the quick scenario ---------------------------------
 
 
-def _same_tables(a: Path, b: Path, names: tuple[str, ...] = OUTPUT_TABLES) -> None:
-    for name in names:
-        assert canonical(a, name) == canonical(b, name), name
-
-
 def test_one_batch_and_many_small_batches_give_the_same_decisions(
     reference: Path, tmp_path: Path
 ) -> None:
     one = quick_run(tmp_path, "one", "--max-records-per-batch", "1000000")
     assert len(table(one, "batches")) == 1 and len(table(reference, "batches")) > 3
-    _same_tables(
+    same_tables(
         reference, one, ("fault_items", *DECISION_TABLES, "schedule_entries", "redeliveries")
     )
 
@@ -199,7 +195,7 @@ def test_interrupted_and_restarted_equals_uninterrupted(
     assert 2 <= done < len(table(reference, "batches"))
     result = faultline(*args, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
-    _same_tables(reference, tmp_path / "out")
+    same_tables(reference, tmp_path / "out")
     assert canonical(reference, "batches") != [] and len(table(tmp_path / "out", "batches")) == len(
         table(reference, "batches")
     )
@@ -214,7 +210,7 @@ def test_driver_killed_between_table_commits_recovers_exactly_once(
     assert len(table(tmp_path / "out", "batches")) == 2  # batch 2 got one table in, no batches row
     result = faultline(*args, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
-    _same_tables(reference, tmp_path / "out")
+    same_tables(reference, tmp_path / "out")
     leftovers = [p for p in (tmp_path / "out" / "fault_items").glob("*.parquet")]
     committed = {
         Path(u).name
@@ -343,12 +339,16 @@ def test_salted_stream_counts_in_equal_counts_out(tmp_path: Path) -> None:
 
 def test_bad_configuration_stops_before_spark_and_names_the_key(tmp_path: Path) -> None:
     config = tmp_path / "bad.yaml"
-    config.write_text("scope: everything\nmax_records_per_batch: 0\nunknown_key: 1\n")
+    config.write_text(
+        "scope: everything\nmax_records_per_batch: 0\nunknown_key: 1\ndelay_levels: 1s 5s 10x\n"
+    )
     result = faultline("run", "--config", str(config), cwd=tmp_path, timeout=60)
     assert result.returncode == 2
     assert f"{config}: scope = 'everything'" in result.stderr
     assert f"{config}: max_records_per_batch = 0" in result.stderr
     assert f"{config}: unknown_key = 1: unknown key" in result.stderr
+    assert f"{config}: delay_levels = '1s 5s 10x': " in result.stderr
+    assert "level 3 is '10x'" in result.stderr
     flag = faultline("run", "--scope", "all", cwd=tmp_path, timeout=60)
     assert flag.returncode == 2 and "command line --scope: scope = 'all'" in flag.stderr
     assert not (tmp_path / "output").exists()

@@ -21,9 +21,9 @@ from tests.streaming.conftest import (
     KILL,
     OUTPUT_TABLES,
     batches_committed,
-    canonical,
     faultline,
     interrupt_after,
+    same_tables,
     start,
     table,
 )
@@ -55,11 +55,6 @@ def _args(folder: Path, bootstrap: str, topic: str, *extra: str) -> tuple[str, .
             *extra)  # fmt: skip
 
 
-def _same_tables(a: Path, b: Path) -> None:
-    for name in OUTPUT_TABLES:
-        assert canonical(a, name) == canonical(b, name), name
-
-
 def _read_all(bootstrap: str, topic: str, expected: int, limit: float = 60) -> list[Any]:
     """Every message of a topic, from the beginning (bounded wait)."""
     consumer = Consumer(
@@ -87,7 +82,7 @@ def _check_kafka_run(reference: Path, folder: Path, bootstrap: str) -> None:
     """The Kafka run's tables equal the files run's; what producers read back from Kafka is the
     latest state per broker and topic; every redelivery is on its topic."""
     out = folder / "out"
-    _same_tables(reference, out)
+    same_tables(reference, out)
     batches = table(out, "batches")
     assert (batches["input"] <= 200).all() and len(batches) >= 8  # admission control
     decisions = table(out, "broker_decisions").query("scope == 'cluster'")
@@ -134,7 +129,7 @@ def test_kafka_run_stopped_or_killed_and_restarted_loses_and_duplicates_nothing(
     assert 2 <= len(table(tmp_path / "out", "batches")) < len(table(reference, "batches"))
     result = faultline(*_args(tmp_path, kafka, topic, "--once"), cwd=tmp_path)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    _same_tables(reference, tmp_path / "out")
+    same_tables(reference, tmp_path / "out")
     assert table(tmp_path / "out", "batches")["input"].sum() == len(
         simulate(load_scenario("quick"))
     )
@@ -292,4 +287,4 @@ def test_a_delivery_failure_fails_the_batch_and_the_restart_retries_it(
         for target, group in retried.groupby("target_topic"):
             got = _read_all(second, kafka_topic(str(target)), len(group))
             assert {m.key().decode() for m in got} >= set(group["message_id"]), target
-    _same_tables(reference, out)
+    same_tables(reference, out)
