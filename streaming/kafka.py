@@ -39,6 +39,8 @@ _RAW_ARROW = pa.schema(
 )
 EARLIEST, LATEST = -2, -1
 METADATA_TIMEOUT_S = 10.0
+STALL_S = 120
+"""A read that gets no message for this long fails (the broker is gone)."""
 PREFIX = "faultline kafka:"
 """Starts every error this module raises, so the job can pick it out of a Spark error."""
 
@@ -114,14 +116,16 @@ def read_slice(part: KafkaSlice, chunk: int = 10_000) -> Iterator[pa.RecordBatch
     try:
         position = part.begin
         consumer.assign([TopicPartition(part.topic, part.partition, position)])
-        deadline = time.time() + 120
+        deadline = time.time() + STALL_S
         while position < part.end:
             if time.time() > deadline:
                 raise KafkaIOError(
-                    f"{PREFIX} {part.topic}/{part.partition}: offsets {position}..{part.end - 1} "
-                    "did not arrive within 120 s"
+                    f"{PREFIX} {part.topic}/{part.partition}: no message for {STALL_S} s while "
+                    f"reading offsets {position}..{part.end - 1}"
                 )
             messages = consumer.consume(min(chunk, part.end - position), timeout=1.0)
+            if messages:
+                deadline = time.time() + STALL_S
             values, origins, stamps = [], [], []
             for m in messages:
                 error = m.error()

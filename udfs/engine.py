@@ -14,6 +14,9 @@ Hot path. FaultItem updates, isolation windows and decisions are computed per br
 (:mod:`udfs.rocketmq._vector`); Python runs per *decision point* only (a failed attempt that will
 be retried, a route change, a heartbeat), where the real :func:`select_queue` is called on a
 :class:`FaultTable` rebuilt for that moment.
+
+Delay queues. Failed sends, consumer send-backs and delayed sends enter the delay queues of
+:mod:`udfs.schedule`, which wait in the state and are released on the same clock.
 """
 
 from __future__ import annotations
