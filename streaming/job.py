@@ -4,6 +4,7 @@ a summary at the end."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import sys
@@ -21,6 +22,7 @@ import pyarrow.parquet as pq
 
 from streaming.config import JobConfig, load_scenario, masked, scenario_path
 from udfs import engine
+from udfs.errors import ConfigError
 from udfs.rocketmq import DelayLevels
 from udfs.schedule import DelayPolicy
 from udfs.schema import EVENTS, TABLES
@@ -263,6 +265,8 @@ def run(config: JobConfig, out: TextIO = sys.stdout) -> int:
     """Run the job; print progress and a summary. Returns the exit code."""
     from streaming import sink
 
+    checkpoint = Path(config.checkpoint).resolve() / QUERY_NAME
+    _check_source(config, checkpoint)
     if config.kafka_bootstrap and (config.source == "kafka" or config.kafka_outputs):
         from streaming.kafka import check_reachable
 
@@ -274,8 +278,8 @@ def run(config: JobConfig, out: TextIO = sys.stdout) -> int:
         folder = simulator_folder(config, output)
     elif config.source == "files":
         folder = Path(str(config.path))
-    checkpoint = Path(config.checkpoint).resolve() / QUERY_NAME
     sink.create_tables(output)
+    _check_source(config, checkpoint, record=True)
     spark = _spark(config, output)
     progress = Progress()
     if config.source == "kafka":
@@ -309,6 +313,31 @@ def run(config: JobConfig, out: TextIO = sys.stdout) -> int:
         spark.stop()
     _print_summary(output, progress, out)
     return 0
+
+
+SOURCE_MARK = "faultline-source.json"
+
+
+def _check_source(config: JobConfig, checkpoint: Path, record: bool = False) -> None:
+    """A checkpoint holds one source's offsets: refuse to resume it with another source, which
+    Spark would either reject with a long error or misread. ``record`` writes the mark."""
+    if config.source == "kafka":
+        mine = {"source": "kafka", "topics": config.topic or f"pattern {config.subscribe_pattern}"}
+    elif config.source == "files":
+        mine = {"source": "files", "path": str(Path(str(config.path)).resolve())}
+    else:
+        mine = {"source": "simulator", "scenario": config.scenario}
+    mark = checkpoint / SOURCE_MARK
+    if mark.exists():
+        theirs = json.loads(mark.read_text())
+        if theirs != mine:
+            raise ConfigError(
+                f"checkpoint {checkpoint} belongs to {theirs}, not to {mine}: give this source "
+                "its own --checkpoint (and --output), or delete that checkpoint to start over"
+            )
+    elif record:
+        checkpoint.mkdir(parents=True, exist_ok=True)
+        mark.write_text(json.dumps(mine))
 
 
 def _reason(error: str) -> str:

@@ -352,3 +352,16 @@ def test_bad_configuration_stops_before_spark_and_names_the_key(tmp_path: Path) 
     flag = faultline("run", "--scope", "all", cwd=tmp_path, timeout=60)
     assert flag.returncode == 2 and "command line --scope: scope = 'all'" in flag.stderr
     assert not (tmp_path / "output").exists()
+
+
+def test_a_checkpoint_is_not_resumed_with_another_source(tmp_path: Path) -> None:
+    """The README's default run, then a Kafka or files run on the same checkpoint: refused,
+    before Spark starts, naming both sources."""
+    mark = tmp_path / "checkpoints" / "faultline" / "faultline-source.json"
+    mark.parent.mkdir(parents=True)
+    mark.write_text(json.dumps({"source": "simulator", "scenario": "default"}))
+    result = faultline("run", "--source", "files", "--path", str(tmp_path), cwd=tmp_path)
+    assert result.returncode == 2
+    assert f"checkpoint {mark.parent} belongs to {{'source': 'simulator'" in result.stderr
+    assert "give this source its own --checkpoint" in result.stderr
+    assert not (tmp_path / "output").exists()
