@@ -37,7 +37,7 @@ def _publish(folder: Path, bootstrap: str) -> None:
     from streaming.kafka import Publisher
     from streaming.sources import list_files
 
-    publisher = Publisher({"bootstrap.servers": bootstrap, "compression.type": "lz4"})
+    publisher = Publisher({"bootstrap.servers": bootstrap})
     for path in list_files(folder):
         for line in path.read_text().splitlines():
             event_id = json.loads(line)["event_id"]
