@@ -130,7 +130,7 @@ def read_slice(part: KafkaSlice, chunk: int = 10_000) -> Iterator[pa.RecordBatch
             for m in messages:
                 error = m.error()
                 if error is not None:
-                    if error.code() == Error._PARTITION_EOF:
+                    if _is_eof(error):
                         continue
                     if error.code() != Error._AUTO_OFFSET_RESET:
                         raise KafkaIOError(f"{PREFIX} {part.topic}/{part.partition}: {error}")

@@ -254,7 +254,6 @@ class Schedule:
                 **{k: v for k, v in entry.items() if k not in ("real_topic", "profile")},
                 "target_topic": entry["real_topic"],
                 "kafka_topic": kafka_topic(entry["real_topic"]),
-                "real_queue_id": entry["real_queue_id"],
             }
         )
 

@@ -49,6 +49,24 @@ A record with a ``reason_code`` failed validation and goes to ``quarantine``."""
 _QUEUE = pa.struct([("broker_name", pa.string()), ("queue_id", pa.int32())])
 _ISOLATED = pa.struct([("broker_name", pa.string()), ("until", pa.int64())])
 
+_MESSAGE = [
+    ("cluster", pa.string()),
+    ("event_id", pa.string()),
+    ("message_id", pa.string()),
+    ("origin_message_id", pa.string()),
+    ("source", pa.string()),
+    ("group", pa.string()),
+]
+_QUEUED = [
+    ("delay_level", pa.int32()),
+    ("schedule_queue_id", pa.int32()),
+    ("store_time", pa.int64()),
+    ("deliver_at", pa.int64()),
+    ("attempt_count", pa.int32()),
+    ("dlq", pa.bool_()),
+]
+"""The columns ``schedule_entries`` and ``redeliveries`` share: the message and its queue."""
+
 TABLES: dict[str, pa.Schema] = {
     "fault_items": pa.schema(
         [
@@ -138,40 +156,20 @@ TABLES: dict[str, pa.Schema] = {
     ),
     "schedule_entries": pa.schema(
         [
-            ("cluster", pa.string()),
-            ("event_id", pa.string()),
-            ("message_id", pa.string()),
-            ("origin_message_id", pa.string()),
-            ("source", pa.string()),
-            ("group", pa.string()),
+            *_MESSAGE,
             ("real_topic", pa.string()),
             ("real_queue_id", pa.int32()),
-            ("delay_level", pa.int32()),
-            ("schedule_queue_id", pa.int32()),
-            ("store_time", pa.int64()),
-            ("deliver_at", pa.int64()),
-            ("attempt_count", pa.int32()),
-            ("dlq", pa.bool_()),
+            *_QUEUED,
             ("profile", pa.string()),
         ]
     ),
     "redeliveries": pa.schema(
         [
-            ("cluster", pa.string()),
-            ("event_id", pa.string()),
-            ("message_id", pa.string()),
-            ("origin_message_id", pa.string()),
-            ("source", pa.string()),
-            ("group", pa.string()),
+            *_MESSAGE,
             ("target_topic", pa.string()),
             ("kafka_topic", pa.string()),
             ("real_queue_id", pa.int32()),
-            ("delay_level", pa.int32()),
-            ("schedule_queue_id", pa.int32()),
-            ("store_time", pa.int64()),
-            ("deliver_at", pa.int64()),
-            ("attempt_count", pa.int32()),
-            ("dlq", pa.bool_()),
+            *_QUEUED,
         ]
     ),
 }
