@@ -34,6 +34,9 @@ def _parser() -> argparse.ArgumentParser:
     sim = commands.add_parser("simulate", help="write a scenario's events without running the job")
     sim.add_argument("--scenario", default="default", help="conf/scenarios/NAME.yaml or a path")
     sim.add_argument("--out", help="a folder for JSON-lines files")
+    sim.add_argument(
+        "--config", help="YAML settings: kafka_bootstrap, topic and kafka_options are used"
+    )
     sim.add_argument("--kafka-bootstrap", help="Kafka: HOST:PORT[,...]")
     sim.add_argument("--topic", help="Kafka: the topic to publish to")
     return parser
@@ -89,24 +92,31 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from streaming.config import load_scenario
+    from streaming.config import load_job_config, load_scenario
     from streaming.simulator import simulate, write_jsonl
 
-    if bool(args.kafka_bootstrap) != bool(args.topic) or bool(args.out) == bool(args.topic):
-        raise ConfigError(
-            "simulate needs either --out DIR or --kafka-bootstrap HOST:PORT --topic T"
-        )
+    usage = (
+        "simulate needs either --out DIR or --kafka-bootstrap HOST:PORT --topic T (which may "
+        "also come from --config)"
+    )
+    if args.out and (args.kafka_bootstrap or args.topic):
+        raise ConfigError(usage)
+    config = None
+    if not args.out:
+        kafka = {"kafka_bootstrap": args.kafka_bootstrap, "topic": args.topic}
+        config = load_job_config(args.config, kafka)
+        if not config.kafka_bootstrap or not config.topic:
+            raise ConfigError(usage)
     events = simulate(load_scenario(args.scenario))
-    if args.out:
+    if config is None:
         paths = write_jsonl(events, Path(args.out))
         print(f"faultline: {len(events)} events of {args.scenario} in {len(paths)} files")
         return 0
     from streaming.kafka import check_reachable, publish_events
 
-    conf = {"bootstrap.servers": args.kafka_bootstrap}
-    check_reachable(conf)
-    sent = publish_events(events, conf, args.topic)
-    print(f"faultline: {sent} events of {args.scenario} published to {args.topic}")
+    check_reachable(config.kafka_conf())
+    sent = publish_events(events, config.kafka_conf(), str(config.topic))
+    print(f"faultline: {sent} events of {args.scenario} published to {config.topic}")
     return 0
 
 

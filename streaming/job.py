@@ -9,6 +9,7 @@ import os
 import shutil
 import sys
 import time
+import uuid
 import warnings
 import zipfile
 from collections.abc import Callable
@@ -18,7 +19,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import pandas as pd
-import pyarrow.parquet as pq
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from streaming.config import JobConfig, load_scenario, masked, scenario_path
 from udfs import engine
@@ -135,14 +137,18 @@ def build_query(
     checkpoint: Path,
     progress: Progress,
     on_batch: Callable[[float], None] | None = None,
+    publisher: Any = None,
 ) -> Any:
+    """The job's streaming query, started. ``publisher`` (a :class:`streaming.kafka.Publisher`)
+    receives the decisions and redeliveries of each batch; None publishes nothing."""
     from pyspark.sql.pandas.types import from_arrow_schema
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    from streaming import sink
+    from streaming import failpoints, sink
     from streaming.parse import parse_events
     from streaming.stateful import STATE_SCHEMA, state_function
 
+    app_id = checkpoint_app_id(checkpoint)
     raw = _source(spark, config, folder)
     parsed = parse_events(raw)
     # one stream into the operator: the engine sends rejected records to quarantine (a filter
@@ -151,19 +157,13 @@ def build_query(
         parsed.select(*EVENTS.names)
         .groupBy("cluster")
         .applyInPandasWithState(
-            state_function(engine_config(config), str(output)),
+            state_function(engine_config(config), str(output), app_id),
             from_arrow_schema(sink.META),
             STATE_SCHEMA,
             "append",
             GroupStateTimeout.NoTimeout,
         )
     )
-    app_id = "faultline-" + hashlib.sha256(str(checkpoint.resolve()).encode()).hexdigest()[:16]
-    publisher = None
-    if config.kafka_bootstrap and config.kafka_outputs:
-        from streaming.kafka import Publisher
-
-        publisher = Publisher(config.kafka_conf())
 
     def write_batch(df: Any, batch_id: int) -> None:
         try:
@@ -175,11 +175,14 @@ def build_query(
     def commit(df: Any, batch_id: int) -> None:
         started = time.time()
         metas = [r.asDict() for r in df.collect()]  # file metadata and counters only
+        rows = sink.read_rows(output, metas, sink.PUBLISHED if publisher else ("broker_decisions",))
         if publisher is not None:  # at least once onto Kafka, before the tables commit
-            sink.publish_batch(output, batch_id, metas, app_id, publisher, config.decisions_topic)
+            failpoints.reach("before-publish", batch_id)
+            sink.publish_batch(output, batch_id, rows, app_id, publisher, config.decisions_topic)
+            failpoints.reach("after-publish", batch_id)
         write_ms = int((time.time() - started) * 1000)
         result = sink.commit_batch(output, batch_id, metas, app_id, write_ms)
-        _track_isolation(output, metas, progress)
+        _track_isolation(rows["broker_decisions"], progress)
         progress.batches += 1
         progress.rows += result["input"]
         progress.last = {**result, "seconds": time.time() - started}
@@ -240,19 +243,15 @@ def _source(spark: Any, config: JobConfig, folder: Path | None) -> Any:
     return spark.readStream.format("faultline-kafka").options(**options).load()
 
 
-def _track_isolation(output: Path, metas: list[dict[str, Any]], progress: Progress) -> None:
-    for meta in metas:
-        if meta["table"] != "broker_decisions":
+def _track_isolation(decisions: list[dict[str, Any]], progress: Progress) -> None:
+    for r in sorted(decisions, key=lambda r: (r["effective_at"], r["decision"] != "RESTORE")):
+        key = (r["scope_key"], r["broker_name"])
+        if r["scope"] != "cluster" or r["decision"].startswith("ROUTE"):
             continue
-        rows = pq.read_table(output / "broker_decisions" / meta["path"]).to_pylist()
-        for r in sorted(rows, key=lambda r: (r["effective_at"], r["decision"] != "RESTORE")):
-            key = (r["scope_key"], r["broker_name"])
-            if r["scope"] != "cluster" or r["decision"].startswith("ROUTE"):
-                continue
-            if r["decision"] == "RESTORE":
-                progress.isolated.pop(key, None)
-            else:
-                progress.isolated[key] = r["available_from"]
+        if r["decision"] == "RESTORE":
+            progress.isolated.pop(key, None)
+        else:
+            progress.isolated[key] = r["available_from"]
 
 
 def _iso(ms: int | None) -> str:
@@ -293,7 +292,12 @@ def run(config: JobConfig, out: TextIO = sys.stdout) -> int:
     else:
         print(f"faultline: {config.source} source {folder}", file=out)
     print(f"faultline: tables under {output}, checkpoint {checkpoint}", file=out)
-    query = build_query(spark, config, folder, output, checkpoint, progress)
+    publisher = None
+    if config.kafka_bootstrap and config.kafka_outputs:
+        from streaming.kafka import Publisher
+
+        publisher = Publisher(config.kafka_conf())
+    query = build_query(spark, config, folder, output, checkpoint, progress, publisher=publisher)
     shown = -1
     try:
         while query.isActive:
@@ -311,11 +315,32 @@ def run(config: JobConfig, out: TextIO = sys.stdout) -> int:
         print("faultline: stopped", file=out)
     finally:
         spark.stop()
+        if publisher is not None:
+            publisher.close()
     _print_summary(output, progress, out)
     return 0
 
 
 SOURCE_MARK = "faultline-source.json"
+APP_ID_FILE = "faultline-app-id"
+
+
+def checkpoint_app_id(checkpoint: Path) -> str:
+    """The job's id in the app transactions of its Delta commits: made once, when the checkpoint
+    is, and kept in it, so a checkpoint that is moved, copied or mounted elsewhere resumes as the
+    same job and commits nothing twice."""
+    path = checkpoint / APP_ID_FILE
+    if path.exists():
+        return path.read_text().strip()
+    if (checkpoint / "commits").is_dir():  # older faultline derived the id from the path
+        made = "faultline-" + hashlib.sha256(str(checkpoint.resolve()).encode()).hexdigest()[:16]
+    else:
+        made = f"faultline-{uuid.uuid4().hex[:16]}"
+    checkpoint.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(made + "\n")
+    os.replace(tmp, path)
+    return made
 
 
 def _check_source(config: JobConfig, checkpoint: Path, record: bool = False) -> None:
@@ -366,10 +391,9 @@ def table_counts(output: Path) -> dict[str, int]:
     from deltalake import DeltaTable
 
     counts = {}
-    for name in [*TABLES, "batches"]:
-        counts[name] = (
-            DeltaTable(str(output / name)).to_pyarrow_table(columns=["batch_id"]).num_rows
-        )
+    for name in [*TABLES, "batches"]:  # from the Delta log's file statistics, not the rows
+        files = pa.table(DeltaTable(str(output / name)).get_add_actions(flatten=True))
+        counts[name] = int(pc.sum(files["num_records"]).as_py() or 0)
     return counts
 
 

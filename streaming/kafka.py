@@ -100,7 +100,7 @@ def read_slice(part: KafkaSlice, chunk: int = 10_000) -> Iterator[pa.RecordBatch
     """Offsets ``[begin, end)`` of one partition as raw rows. Offsets that retention deleted
     fail the read, or with ``failOnDataLoss=false`` become one row whose ``lost`` says how many
     (the parser sends it to quarantine as ``DATA_LOSS``)."""
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, TopicPartition
     from confluent_kafka import KafkaError as Error
 
     consumer = Consumer(
@@ -156,7 +156,8 @@ def read_slice(part: KafkaSlice, chunk: int = 10_000) -> Iterator[pa.RecordBatch
                 value = m.value()
                 values.append(None if value is None else value.decode("utf-8", "replace"))
                 origins.append(_origin(part.topic, part.partition, offset))
-                stamps.append(m.timestamp()[1])
+                kind, stamp = m.timestamp()
+                stamps.append(None if kind == TIMESTAMP_NOT_AVAILABLE else stamp)
                 position = offset + 1
             if values:
                 yield pa.RecordBatch.from_arrays(
@@ -387,6 +388,10 @@ class Publisher:
             except BufferError:  # the local queue is full: let deliveries drain it
                 self.producer.poll(0.1)
         self.producer.poll(0)
+
+    def close(self) -> None:
+        """Deliver what is queued, then stop the client's threads and connections."""
+        self.producer.close()
 
     def flush(self, timeout: float = 60.0) -> None:
         left = self.producer.flush(timeout)

@@ -353,16 +353,22 @@ def _consume(
 
 
 def write_jsonl(events: list[dict[str, Any]], out: Path, per_file: int = 10_000) -> list[Path]:
-    """Write events as ``part-NNNNN.jsonl`` files (each written whole, then renamed into place)."""
+    """Write events as ``part-NNNNN.jsonl`` files (each written whole, then renamed into place).
+    A file's time is its last event's: the files source takes it as the records' ingest time, as
+    if each file had been written as its events happened, so nothing depends on when it ran."""
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for part, begin in enumerate(range(0, max(len(events), 1), per_file)):
         path = out / f"part-{part:05d}.jsonl"
         tmp = out / f".{path.name}.tmp"
+        chunk = events[begin : begin + per_file]
         with tmp.open("w") as fh:
-            for event in events[begin : begin + per_file]:
+            for event in chunk:
                 fh.write(json.dumps(event, separators=(",", ":")))
                 fh.write("\n")
+        if chunk:
+            at = max(int(e["event_time"]) for e in chunk) * 1_000_000
+            os.utime(tmp, ns=(at, at))
         os.replace(tmp, path)
         paths.append(path)
     return paths

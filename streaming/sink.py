@@ -10,8 +10,6 @@ crash anywhere gives no duplicate and no missing row. The ``batches`` table is c
 from __future__ import annotations
 
 import json
-import os
-import signal
 import time
 import uuid
 from pathlib import Path
@@ -24,6 +22,7 @@ import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.transaction import AddAction, RemoveAction
 
+from streaming import failpoints
 from udfs.schema import BATCHES, TABLES
 
 META = pa.schema(
@@ -32,9 +31,11 @@ META = pa.schema(
         ("path", pa.string()),
         ("size", pa.int64()),
         ("records", pa.int64()),
+        ("input", pa.int64()),
         ("valid", pa.int64()),
         ("late", pa.int64()),
         ("quarantined", pa.int64()),
+        ("duplicates", pa.int64()),
         ("stale", pa.int64()),
         ("clock", pa.int64()),
     ]
@@ -55,25 +56,31 @@ def create_tables(root: Path) -> None:
         DeltaTable.create(str(root / name), schema=schema, mode="ignore")
 
 
-def write_file(root: Path, name: str, frame: pd.DataFrame, batch_id: int) -> dict[str, Any]:
+def write_file(
+    root: Path, name: str, frame: pd.DataFrame, batch_id: int, app_id: str
+) -> dict[str, Any]:
     """Executor side: one table's rows of one task as a Parquet file in the table's folder;
     returns its metadata for the driver's commit."""
     data = pa.Table.from_pandas(frame, schema=TABLES[name], preserve_index=False)
     data = data.append_column("batch_id", pa.array(np.full(len(data), batch_id, dtype=np.int64)))
-    relative = f"part-{batch_id:08d}-{uuid.uuid4().hex}.parquet"
+    relative = f"{_prefix(app_id, batch_id)}{uuid.uuid4().hex}.parquet"
     path = root / name / relative
     pq.write_table(data, path)
     return {"table": name, "path": relative, "size": path.stat().st_size, "records": len(data)}
 
 
-FAILPOINT = "FAULTLINE_FAILPOINT"
-"""Crash tests: ``after-first-table:N`` kills the driver (SIGKILL) in batch N after its first
-table's commit, before the other tables and ``batches``."""
+def _prefix(app_id: str, batch_id: int) -> str:
+    """Files of one batch of one job: another job writing into the same folder has its own."""
+    return f"part-{batch_id:08d}-{app_id}-"
 
 
-def _failpoint(name: str, batch_id: int) -> None:
-    if os.environ.get(FAILPOINT) == f"{name}:{batch_id}":
-        os.kill(os.getpid(), signal.SIGKILL)
+COUNTERS = ("input", "valid", "late", "quarantined", "duplicates", "stale")
+
+
+def is_committed(table: DeltaTable, app_id: str, batch_id: int) -> bool:
+    """Whether the job ``app_id`` has committed ``batch_id`` (or a later batch) to the table."""
+    version = table.transaction_version(app_id)
+    return version is not None and version >= batch_id
 
 
 def commit_batch(
@@ -86,22 +93,22 @@ def commit_batch(
         if meta["table"] is not None:
             files.setdefault(meta["table"], []).append(meta)
     counters = [m for m in metas if m["table"] is None]
-    stats = {
-        k: sum(int(m[k] or 0) for m in counters) for k in ("valid", "late", "quarantined", "stale")
-    }
+    stats = {k: sum(int(m[k] or 0) for m in counters) for k in COUNTERS}
     clocks = [m["clock"] for m in counters if m["clock"] is not None]
     now_ms = int(time.time() * 1000)
     committed: dict[str, int] = {}
-    for name, entries in files.items():
+    for name in TABLES:
+        entries = files.get(name)
+        if not entries:
+            continue
         table = DeltaTable(str(root / name))
         keep = {e["path"] for e in entries}
-        done = (table.transaction_version(app_id) or -1) >= batch_id
-        if done:  # the batch is in the table already: this replay's files are not needed
+        if is_committed(table, app_id, batch_id):  # in the table already: these files are spare
             for path in keep:
                 (root / name / path).unlink(missing_ok=True)
             continue
-        for stray in (root / name).glob(f"part-{batch_id:08d}-*.parquet"):
-            if stray.name not in keep:  # left by a failed task attempt of this batch
+        for stray in (root / name).glob(f"{_prefix(app_id, batch_id)}*.parquet"):
+            if stray.name not in keep:  # left by a failed attempt of this batch
                 stray.unlink(missing_ok=True)
         actions: list[AddAction | RemoveAction] = [
             AddAction(
@@ -114,6 +121,7 @@ def commit_batch(
             )
             for e in entries
         ]
+        failpoints.reach(f"before-commit-{name}", batch_id)
         table.create_write_transaction(
             actions,
             mode="append",
@@ -121,30 +129,50 @@ def commit_batch(
             commit_properties=CommitProperties(app_transactions=[Transaction(app_id, batch_id)]),
         )
         committed[name] = sum(int(e["records"]) for e in entries)
-        _failpoint("after-first-table", batch_id)
+        failpoints.reach(f"after-commit-{name}", batch_id)
     counts = {
         "batch_id": batch_id,
-        "input": stats["quarantined"] + stats["valid"] + stats["late"],
         **stats,
         "clock": max(clocks) if clocks else None,
         "rows_written": sum(int(e["records"]) for es in files.values() for e in es),
     }
     batches = DeltaTable(str(root / "batches"))
-    if (batches.transaction_version(app_id) or -1) < batch_id:
+    if not is_committed(batches, app_id, batch_id):
         row = {**counts, "write_ms": write_ms, "commit_ms": int((time.time() - started) * 1000)}
+        failpoints.reach("before-commit-batches", batch_id)
         write_deltalake(
             batches,
             pa.Table.from_pylist([row], schema=BATCHES),
             mode="append",
+            schema_mode="merge",  # tables made before a column was added take it on
             commit_properties=CommitProperties(app_transactions=[Transaction(app_id, batch_id)]),
         )
+        failpoints.reach("after-commit-batches", batch_id)
     return {**counts, "committed": committed}
+
+
+def read_rows(
+    root: Path, metas: list[dict[str, Any]], tables: tuple[str, ...]
+) -> dict[str, list[dict[str, Any]]]:
+    """Driver side, before :func:`commit_batch` (which deletes the files of a replayed batch that a
+    table holds already): the rows the batch wrote to ``tables``."""
+    rows: dict[str, list[dict[str, Any]]] = {name: [] for name in tables}
+    for meta in metas:
+        if meta["table"] in rows:
+            rows[meta["table"]].extend(
+                pq.read_table(root / meta["table"] / meta["path"]).to_pylist()
+            )
+    return rows
+
+
+PUBLISHED = ("broker_decisions", "routing_table", "redeliveries")
+"""The tables whose rows :func:`publish_batch` sends."""
 
 
 def publish_batch(
     root: Path,
     batch_id: int,
-    metas: list[dict[str, Any]],
+    rows: dict[str, list[dict[str, Any]]],
     app_id: str,
     publisher: Any,
     decisions_topic: str | None,
@@ -155,25 +183,20 @@ def publish_batch(
     redeliveries onto their ``kafka_topic`` (key: the message id). Raises when a message is not
     delivered, so the batch fails and is retried. A batch already committed is not sent again.
     Returns the number of messages sent."""
-    if (DeltaTable(str(root / "batches")).transaction_version(app_id) or -1) >= batch_id:
+    if is_committed(DeltaTable(str(root / "batches")), app_id, batch_id):
         return 0
-    rows: dict[str, list[dict[str, Any]]] = {}
-    for meta in metas:
-        if meta["table"] in ("broker_decisions", "routing_table", "redeliveries"):
-            data = pq.read_table(root / meta["table"] / meta["path"]).to_pylist()
-            rows.setdefault(meta["table"], []).extend(data)
     sent = 0
     if decisions_topic:
-        decisions = [r for r in rows.get("broker_decisions", []) if r["scope"] == "cluster"]
+        decisions = [r for r in rows["broker_decisions"] if r["scope"] == "cluster"]
         decisions.sort(key=lambda r: (r["effective_at"], r["decision"] != "RESTORE"))
         for r in decisions:
             key = f"broker/{r['cluster']}/{r['broker_name']}"
             publisher.send(decisions_topic, json.dumps({**r, "state": _state(r)}), key=key)
-        tables = [r for r in rows.get("routing_table", []) if r["scope"] == "cluster"]
+        tables = [r for r in rows["routing_table"] if r["scope"] == "cluster"]
         for r in sorted(tables, key=lambda r: r["effective_at"]):
             publisher.send(decisions_topic, json.dumps(r), key=f"route/{r['cluster']}/{r['topic']}")
         sent += len(decisions) + len(tables)
-    for r in rows.get("redeliveries", []):
+    for r in rows["redeliveries"]:
         publisher.send(r["kafka_topic"], json.dumps(r), key=r["message_id"])
         sent += 1
     publisher.flush()

@@ -61,7 +61,7 @@ class FileSlice(InputPartition):
 
 def read_slice(path: Path, begin: int, end: int) -> pa.RecordBatch:
     """Records ``[begin, end)`` of one file as raw rows."""
-    mtime = int(os.stat(path).st_mtime * 1000)
+    mtime = os.stat(path).st_mtime_ns // 1_000_000
     if path.suffix == ".parquet":
         table = pq.read_table(path).slice(begin, end - begin)
         values = pa.array([_row_json(r) for r in table.to_pylist()], pa.string())

@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 from pyspark import TaskContext
 
-from streaming.sink import write_file
+from streaming.sink import META, write_file
 from udfs import engine
 from udfs.schema import EVENTS
 
@@ -22,7 +22,7 @@ BATCH_ID = "streaming.sql.batchId"
 
 
 def state_function(
-    config: engine.EngineConfig, output: str
+    config: engine.EngineConfig, output: str, app_id: str
 ) -> Callable[[tuple[Any, ...], Iterator[pd.DataFrame], Any], Iterator[pd.DataFrame]]:
     """The function handed to Spark. Spark's contract: it is called once per cluster that has
     rows in the micro-batch, with the rows in no particular order (the engine sorts them); the
@@ -40,8 +40,11 @@ def state_function(
         previous = engine.loads(state.get[0]) if state.exists else None
         step = engine.advance(str(key[0]), previous, events, config)
         state.update((engine.dumps(step.state),))
-        metas = [write_file(root, name, frame, batch_id) for name, frame in step.tables.items()]
+        metas = [
+            write_file(root, name, frame, batch_id, app_id) for name, frame in step.tables.items()
+        ]
         metas.append({"table": None, **step.stats, "clock": step.state["clock"]})
-        yield pd.DataFrame(metas)
+        # every column, also when no table got a row (a batch of heartbeats, say)
+        yield pd.DataFrame(metas, columns=META.names)
 
     return advance

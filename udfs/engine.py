@@ -8,7 +8,11 @@ Time. Each cluster has its own event-time clock: the largest accepted event time
 (an isolation ending, a NameServer scan dropping a broker) fire when the clock reaches them, before
 any event at the same time, so the same events give the same rows however they are split into
 batches. An event older than ``clock - allowed_lateness`` is late: it is kept in ``late_events``
-and changes nothing. An event more than ``max_future_skew`` ahead of the clock is quarantined.
+and changes nothing. An event more than ``max_future_skew`` after its record's ingest time (the
+Kafka timestamp, the file's time) is from the future and quarantined: judged per record, so a
+cluster that was silent for hours is not locked out when it sends again. An event whose
+``event_id`` was already applied is a duplicate: counted, and changes nothing. The ids of the
+events within the allowed lateness are kept for that; older ones would be late anyway.
 
 Hot path. FaultItem updates, isolation windows and decisions are computed per broker with numpy
 (:mod:`udfs.rocketmq._vector`); Python runs per *decision point* only (a failed attempt that will
@@ -50,7 +54,7 @@ from udfs.rocketmq._vector import not_available_durations, start_timestamps
 from udfs.schedule import DelayPolicy, Schedule
 from udfs.schema import TABLES
 
-STATE_VERSION = 1
+STATE_VERSION = 2
 CLUSTER = "cluster"
 PRODUCER = "producer"
 SCOPES = (CLUSTER, PRODUCER)
@@ -98,6 +102,7 @@ def new_state() -> dict[str, Any]:
         "heartbeats": {},
         "routing_table": {},
         "schedule": {},
+        "seen": {},
     }
 
 
@@ -107,6 +112,8 @@ def dumps(state: Mapping[str, Any]) -> str:
 
 def loads(text: str) -> dict[str, Any]:
     state: dict[str, Any] = json.loads(text)
+    if state.get("v") == 1:  # version 1 kept no event ids: nothing applied before is known
+        state = {**state, "v": 2, "seen": {}}
     if state.get("v") != STATE_VERSION:
         raise ValueError(
             f"state schema version {state.get('v')} is not {STATE_VERSION}: this checkpoint was "
@@ -137,8 +144,11 @@ def advance(
     ``streaming.schema.EVENT_COLUMNS``) and may be empty (nothing changes then)."""
     state = state if state is not None else new_state()
     out = _Out()
+    out.stats["input"] = len(events)
     events = _quarantine(events, out)
-    events = events.sort_values(["event_time", "event_id"], kind="stable", ignore_index=True)
+    # raw breaks ties between records that repeat an event id, so which one is applied does not
+    # depend on the order in which Spark hands them over
+    events = events.sort_values(["event_time", "event_id", "raw"], kind="stable", ignore_index=True)
     first_batch = state["clock"] is None
     events = _admit(cluster, state, events, config, out)
     if len(events) == 0:
@@ -224,7 +234,14 @@ class _Out:
     def __init__(self) -> None:
         self.parts: dict[str, list[pd.DataFrame]] = {}
         self.records: dict[str, list[dict[str, Any]]] = {}
-        self.stats = {"valid": 0, "late": 0, "quarantined": 0, "stale": 0}
+        self.stats = {
+            "input": 0,
+            "valid": 0,
+            "late": 0,
+            "quarantined": 0,
+            "duplicates": 0,
+            "stale": 0,
+        }
 
     def add(self, table: str, frame: pd.DataFrame) -> None:
         if len(frame):
@@ -276,22 +293,21 @@ def _admit(
     config: EngineConfig,
     out: _Out,
 ) -> pd.DataFrame:
-    """Split off late events and events too far in the future; advance the clock."""
+    """Split off late events, events from the future and repeated events; advance the clock and
+    remember the ids of the events within the allowed lateness."""
     t = events["event_time"].to_numpy(np.int64)
     clock = state["clock"]
     late = np.zeros(len(t), dtype=bool) if clock is None else t < clock - config.allowed_lateness_ms
-    kept = ~late
-    if kept.any():
-        first = int(t[kept][0]) if clock is None else int(clock)
-        # the running clock before each kept event; an event more than the skew ahead of it, and
-        # every later one (the input is sorted), is rejected
-        tk = t[kept]
-        before = np.maximum.accumulate(np.concatenate(([first], tk[:-1])))
-        future_k = np.cumsum(tk > before + config.max_future_skew_ms) > 0
-        future = np.zeros(len(t), dtype=bool)
-        future[np.flatnonzero(kept)[future_k]] = True
-    else:
-        future = np.zeros(len(t), dtype=bool)
+    ingest = events["ingest_ms"]
+    future = ~late & (
+        ingest.notna().to_numpy(bool)
+        & (t > ingest.fillna(0).to_numpy(np.int64) + config.max_future_skew_ms)
+    )
+    seen: dict[str, int] = state["seen"]
+    candidates = ~late & ~future
+    ids = events["event_id"][candidates]
+    repeated = np.zeros(len(t), dtype=bool)
+    repeated[candidates] = (ids.duplicated() | ids.isin(seen)).to_numpy(bool)
     if late.any():
         lf = events[late]
         out.add(
@@ -312,16 +328,28 @@ def _admit(
     if future.any():
         ff = events[future]
         reasons = [
-            f"event_time {v} is more than {config.max_future_skew_ms} ms ahead of "
-            f"cluster {cluster}'s clock"
-            for v in ff["event_time"]
+            f"event_time {v} is more than {config.max_future_skew_ms} ms after the record's "
+            f"ingest time {int(i)} (its Kafka timestamp or its file's time)"
+            for v, i in zip(ff["event_time"], ff["ingest_ms"], strict=True)
         ]
         out.add("quarantine", _quarantine_rows(ff, "FUTURE_EVENT_TIME", reasons))
         out.stats["quarantined"] += int(future.sum())
-    admitted = events[~late & ~future].reset_index(drop=True)
+    out.stats["duplicates"] += int(repeated.sum())
+    admitted = events[candidates & ~repeated].reset_index(drop=True)
     if len(admitted):
-        latest = int(admitted["event_time"].iloc[-1])
+        latest = int(admitted["event_time"].max())
         state["clock"] = latest if clock is None else max(int(clock), latest)
+        horizon = state["clock"] - config.allowed_lateness_ms
+        fresh = admitted["event_time"].to_numpy(np.int64) >= horizon
+        kept = {k: v for k, v in seen.items() if v >= horizon}
+        kept.update(
+            zip(
+                admitted["event_id"].to_numpy()[fresh].tolist(),
+                admitted["event_time"].to_numpy(np.int64)[fresh].tolist(),
+                strict=True,
+            )
+        )
+        state["seen"] = kept
     return admitted
 
 

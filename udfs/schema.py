@@ -196,8 +196,12 @@ BATCHES = pa.schema(
         ("stale", pa.int64()),
         ("clock", pa.int64()),
         ("rows_written", pa.int64()),
+        ("duplicates", pa.int64()),
         ("write_ms", pa.int64()),
         ("commit_ms", pa.int64()),
     ]
 )
-"""One row per micro-batch, written by the sink's commit."""
+"""One row per micro-batch, written by the sink's commit. ``input`` counts the records that
+reached the stateful operator; each of them is ``valid`` (applied), ``quarantined``, ``late`` or
+one of the ``duplicates`` (an event id applied before), so ``input`` is their sum. ``stale``
+counts valid updates older than the FaultItem they would replace."""

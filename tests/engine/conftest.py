@@ -20,7 +20,7 @@ def frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
             "cluster": "c",
             "raw": json.dumps(row),
             "origin": "test",
-            "ingest_ms": 0,
+            "ingest_ms": row["event_time"],  # as if published the moment it happened
             **row,
         }
         if "brokers" in r:

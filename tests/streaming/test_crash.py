@@ -1,0 +1,278 @@
+"""Exactly once at every crash point: the job is stopped at each point where a crash can leave a
+micro-batch half done, in the first, a middle and the last batch, then restarted on the same
+checkpoint. Its tables must equal an uninterrupted run's, every file a Delta log references must
+exist, no file may be left over, and what went to the Kafka decision topic must be exactly what
+the tables hold.
+
+The matrix runs the job's own query (``streaming.job.build_query``) in this process, on one Spark
+session, with the failpoint raising inside the batch: Spark then fails the query with the batch's
+offsets logged and its commit not, exactly the state a crash leaves, and the next query replays the
+batch. The tests after it kill the real ``faultline`` process (SIGKILL) or remove Spark's commit
+log entry by hand, as the operating system or an operator would."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from deltalake import DeltaTable
+
+from streaming import failpoints, job, sink
+from streaming.config import JobConfig, load_job_config, load_scenario
+from streaming.kafka import Publisher
+from streaming.mock_kafka import mock_cluster
+from streaming.simulator import simulate, write_jsonl
+from tests.streaming.conftest import (
+    faultline,
+    quick_run,
+    same_tables,
+    table,
+)
+from udfs.schema import TABLES
+
+pytestmark = pytest.mark.spark
+
+BATCH = 600
+"""Records per micro-batch: the quick scenario in three batches, first, middle and last."""
+
+
+@pytest.fixture(scope="module")
+def kafka() -> Iterator[str]:
+    with mock_cluster() as bootstrap:
+        yield bootstrap
+
+
+@pytest.fixture(scope="module")
+def events(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("events")
+    write_jsonl(simulate(load_scenario("quick")), folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def spark(events: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    session = job._spark(load_job_config(), tmp_path_factory.mktemp("spark"))
+    yield session
+    session.stop()
+
+
+def _config(folder: Path, events: Path, bootstrap: str) -> JobConfig:
+    return load_job_config(
+        None,
+        {
+            "source": "files",
+            "path": str(events),
+            "output": str(folder / "out"),
+            "checkpoint": str(folder / "ck"),
+            "once": True,
+            "max_records_per_batch": BATCH,
+            "kafka_bootstrap": bootstrap,
+            "decisions_topic": f"decisions-{folder.name}",
+        },
+    )
+
+
+def _run_query(spark: Any, config: JobConfig) -> str | None:
+    """One start of the job on its checkpoint, to the end of the input or to a failure; returns
+    the failure's one-line reason."""
+    output, checkpoint = Path(config.output), Path(config.checkpoint) / job.QUERY_NAME
+    progress = job.Progress()
+    publisher = Publisher(config.kafka_conf())
+    try:
+        query = job.build_query(
+            spark, config, Path(str(config.path)), output, checkpoint, progress, publisher=publisher
+        )
+        with contextlib.suppress(Exception):  # a failure's reason is in progress.error
+            query.awaitTermination()
+    finally:
+        publisher.close()
+    return progress.error
+
+
+def _files_are_whole(output: Path, *, no_leftovers: bool) -> None:
+    """Every file of every table's Delta log exists; with ``no_leftovers``, no other data file
+    lies in the table's folder."""
+    for name in (*TABLES, "batches"):
+        referenced = {
+            Path(uri.removeprefix("file://")) for uri in DeltaTable(str(output / name)).file_uris()
+        }
+        missing = [p.name for p in referenced if not p.exists()]
+        assert not missing, (name, missing)
+        if no_leftovers:
+            present = set((output / name).glob("*.parquet"))
+            assert present == referenced, (name, sorted(p.name for p in present - referenced))
+
+
+def _published(bootstrap: str, topic: str) -> list[dict[str, Any]]:
+    """Every message of the decision topic, as the rows they carry (without ``batch_id``)."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"check-{topic}", "enable.partition.eof": True}
+    )
+    try:
+        metadata = consumer.list_topics(topic, timeout=10).topics[topic]
+        if metadata.error is not None:  # never created: nothing was published
+            return []
+        partitions = [TopicPartition(topic, p, 0) for p in metadata.partitions]
+        consumer.assign(partitions)
+        rows, ended = [], set()
+        for _ in range(600):  # at most a minute
+            for m in consumer.consume(1000, timeout=0.1):
+                if m.error() is not None:
+                    ended.add(m.partition())
+                    continue
+                row = json.loads(m.value())
+                row.pop("batch_id")
+                row.pop("state", None)
+                rows.append({"key": m.key().decode(), **row})
+            if len(ended) == len(partitions):
+                return rows
+        raise AssertionError(f"{topic}: not read to its end within a minute")
+    finally:
+        consumer.close()
+
+
+def _held(output: Path) -> list[dict[str, Any]]:
+    """What the tables hold for the decision topic: the cluster scope's broker decisions and
+    routing tables, keyed as the sink keys them."""
+    rows = []
+    for name, key in (("broker_decisions", "broker"), ("routing_table", "route")):
+        frame = table(output, name).query("scope == 'cluster'").drop(columns="batch_id")
+        for row in json.loads(frame.to_json(orient="records")):
+            what = row["broker_name"] if key == "broker" else row["topic"]
+            rows.append({"key": f"{key}/{row['cluster']}/{what}", **row})
+    return rows
+
+
+def _canonical(rows: list[dict[str, Any]]) -> set[str]:
+    return {json.dumps(r, sort_keys=True) for r in rows}
+
+
+def _points(reference_batches: dict[str, set[int]], batch: int) -> list[str]:
+    """Every point of ``batch`` where a crash leaves something different behind: before and
+    after publishing, after each table's commit (between it and the next one), after the
+    ``batches`` commit (before Spark's commit log)."""
+    written = [name for name in TABLES if batch in reference_batches[name]]
+    return [
+        "before-publish",
+        "after-publish",
+        *(f"after-commit-{name}" for name in written),
+        "after-commit-batches",
+    ]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(
+    spark: Any, events: Path, kafka: str, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    folder = tmp_path_factory.mktemp("uninterrupted")
+    config = _config(folder, events, kafka)
+    sink.create_tables(Path(config.output))
+    assert _run_query(spark, config) is None
+    return Path(config.output)
+
+
+def _batches_of(output: Path) -> dict[str, set[int]]:
+    return {name: set(table(output, name)["batch_id"]) for name in TABLES}
+
+
+@pytest.mark.parametrize("batch", [0, 1, 2], ids=["first", "middle", "last"])
+def test_a_crash_at_any_point_of_a_batch_then_a_restart_gives_the_uninterrupted_tables(
+    spark: Any,
+    events: Path,
+    kafka: str,
+    reference: Path,
+    uninterrupted: Path,
+    tmp_path: Path,
+    batch: int,
+) -> None:
+    assert sorted(table(uninterrupted, "batches")["batch_id"]) == [0, 1, 2]
+    points = _points(_batches_of(uninterrupted), batch)
+    assert len(points) >= 5  # publishing, at least two tables, batches
+    for point in points:
+        _crash_then_restart(spark, _config(tmp_path / point, events, kafka), point, batch)
+        same_tables(reference, tmp_path / point / "out")
+
+
+def _crash_then_restart(spark: Any, config: JobConfig, point: str, batch: int) -> None:
+    output = Path(config.output)
+    sink.create_tables(output)
+    os.environ[failpoints.ENV] = f"{point}:{batch}"
+    os.environ[failpoints.ACTION_ENV] = "raise"
+    try:
+        assert _run_query(spark, config) == f"failpoint {point}:{batch}"
+    finally:
+        del os.environ[failpoints.ENV], os.environ[failpoints.ACTION_ENV]
+    # what a reader sees meanwhile: whole tables, and the batch's row only once all of it is in
+    _files_are_whole(output, no_leftovers=False)
+    committed = set(table(output, "batches")["batch_id"])
+    assert committed == set(range(batch + (point == "after-commit-batches"))), point
+    assert _run_query(spark, config) is None, point
+    assert sorted(table(output, "batches")["batch_id"]) == [0, 1, 2], point
+    _files_are_whole(output, no_leftovers=True)
+    published = _published(str(config.kafka_bootstrap), config.decisions_topic)
+    assert _canonical(published) == _canonical(_held(output)), point
+
+
+# --- the real process, killed ------------------------------------------------------------------
+
+
+def _quick_args(folder: Path, *extra: str) -> tuple[str, ...]:
+    return ("run", "--scenario", "quick", "--output", str(folder / "out"),
+            "--checkpoint", str(folder / "ck"), *extra)  # fmt: skip
+
+
+def test_the_driver_killed_between_table_commits_of_batch_0_recovers_exactly_once(
+    reference: Path, tmp_path: Path
+) -> None:
+    args = _quick_args(tmp_path, "--max-records-per-batch", "200")
+    env = {failpoints.ENV: "after-commit-fault_items:0"}
+    crashed = faultline(*args, cwd=tmp_path, env=env)
+    assert crashed.returncode == -9
+    out = tmp_path / "out"
+    assert len(table(out, "fault_items")) > 0 and len(table(out, "batches")) == 0
+    result = faultline(*args, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    same_tables(reference, out)
+    _files_are_whole(out, no_leftovers=True)
+
+
+def _last_commit_removed(folder: Path) -> int:
+    commits = sorted((folder / "ck" / "faultline" / "commits").iterdir(), key=lambda p: int(p.name))
+    commits[-1].unlink()
+    return int(commits[-1].name)
+
+
+def test_a_batch_committed_to_delta_but_not_to_sparks_log_is_not_committed_again(
+    reference: Path, tmp_path: Path
+) -> None:
+    """Batch 0, the whole input in one batch: killed after its Delta commits and before Spark's
+    commit log (its entry removed), then restarted."""
+    one = quick_run(tmp_path, "one", "--max-records-per-batch", "1000000")
+    assert _last_commit_removed(one.parent) == 0
+    result = faultline(*_quick_args(one.parent, "--max-records-per-batch", "1000000"), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    same_tables(reference, one)
+    assert list(table(one, "batches")["batch_id"]) == [0]
+    _files_are_whole(one, no_leftovers=True)
+
+
+def test_a_copied_checkpoint_resumes_as_the_same_job(reference: Path, tmp_path: Path) -> None:
+    """The reference run, its last batch's Spark commit removed, moved with its tables to another
+    folder (an incident copy, a new mount point): the restart replays that batch and commits
+    nothing twice."""
+    moved = tmp_path / "elsewhere"
+    shutil.copytree(reference.parent, moved)
+    last = _last_commit_removed(moved)
+    assert last > 0
+    result = faultline(*_quick_args(moved, "--max-records-per-batch", "200"), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    same_tables(reference, moved / "out")
+    assert sorted(table(moved / "out", "batches")["batch_id"]) == list(range(last + 1))
+    _files_are_whole(moved / "out", no_leftovers=True)
