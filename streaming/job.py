@@ -225,13 +225,21 @@ def _source(spark: Any, config: JobConfig, folder: Path | None) -> Any:
     else:
         options["subscribePattern"] = str(config.subscribe_pattern)
     if config.kafka_reader == "spark":  # Spark's JVM connector, where a cluster has it
+        from pyspark.errors import AnalysisException
         from pyspark.sql import functions as F
 
+        try:
+            loaded = spark.readStream.format("kafka").options(**options).load()
+        except AnalysisException as exc:
+            if exc.getCondition() != "KAFKA_DATA_SOURCE_NOT_ENABLED":
+                raise
+            raise ConfigError(
+                "kafka_reader = 'spark': this Spark has no Kafka connector (add "
+                f"org.apache.spark:spark-sql-kafka-0-10_2.13:{spark.version} to spark.jars."
+                "packages), or use kafka_reader: python, faultline's own reader"
+            ) from None
         return (
-            spark.readStream.format("kafka")
-            .options(**options)
-            .load()
-            .select(
+            loaded.select(
                 F.col("value").cast("string").alias("value"),
                 F.concat_ws("/", "topic", "partition", "offset").alias("origin"),
                 F.unix_millis("timestamp").alias("ingest_ms"),

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 import pytest
 import yaml
 
-from streaming.config import CONF_DIR, JobConfig, load_job_config
+from streaming.cli import _parser
+from streaming.config import CONF_DIR, DEFAULT_CONFIG, JobConfig, load_job_config
 from udfs.errors import ConfigError
 
 PROJECT = CONF_DIR.parent
@@ -52,3 +54,15 @@ def test_docker_compose_creates_the_topics_the_job_uses() -> None:
     assert "cleanup.policy=compact" in command.split(f"--topic {decisions}")[1]
     readme = (PROJECT / "README.md").read_text()
     assert "--topic faultline.events" in command and "--topic faultline.events" in readme
+
+
+def test_the_shipped_configuration_has_every_setting_and_every_flag_sets_one() -> None:
+    """conf/faultline.yaml lists every setting with its default, and each flag of ``faultline
+    run`` is the key of its name (the README promises both)."""
+    shipped = yaml.safe_load(DEFAULT_CONFIG.read_text())
+    assert set(shipped) == set(JobConfig.model_fields)
+    assert JobConfig.model_validate(shipped) == JobConfig()
+    commands = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
+    flags = {a.dest for a in commands.choices["run"]._actions} - {"help", "config"}
+    assert flags <= set(shipped), flags - set(shipped)
+    assert {"path", "once", "kafka_bootstrap", "topic", "starting_offsets"} <= flags

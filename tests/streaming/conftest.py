@@ -122,3 +122,10 @@ def quick_run(cwd: Path, name: str, *extra: str, env: dict[str, str] | None = No
 def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The quick scenario, uninterrupted, in micro-batches of 200 records."""
     return quick_run(tmp_path_factory.mktemp("reference"), "ref", "--max-records-per-batch", "200")
+
+
+@pytest.fixture(scope="session")
+def one_batch(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The quick scenario, uninterrupted, in one micro-batch (``out`` and ``ck`` under it)."""
+    folder = tmp_path_factory.mktemp("one-batch")
+    return quick_run(folder, "one", "--max-records-per-batch", "1000000").parent

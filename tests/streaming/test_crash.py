@@ -31,7 +31,6 @@ from streaming.mock_kafka import mock_cluster
 from streaming.simulator import simulate, write_jsonl
 from tests.streaming.conftest import (
     faultline,
-    quick_run,
     same_tables,
     table,
 )
@@ -259,11 +258,12 @@ def _last_commit_removed(folder: Path) -> int:
 
 
 def test_a_batch_committed_to_delta_but_not_to_sparks_log_is_not_committed_again(
-    reference: Path, tmp_path: Path
+    reference: Path, one_batch: Path, tmp_path: Path
 ) -> None:
     """Batch 0, the whole input in one batch: killed after its Delta commits and before Spark's
     commit log (its entry removed), then restarted."""
-    one = quick_run(tmp_path, "one", "--max-records-per-batch", "1000000")
+    shutil.copytree(one_batch, tmp_path / "one")
+    one = tmp_path / "one" / "out"
     assert _last_commit_removed(one.parent) == 0
     result = faultline(*_quick_args(one.parent, "--max-records-per-batch", "1000000"), cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]

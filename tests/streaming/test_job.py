@@ -18,7 +18,6 @@ from tests.streaming.conftest import (
     OUTPUT_TABLES,
     faultline,
     interrupt_after,
-    quick_run,
     same_tables,
     start,
     table,
@@ -219,9 +218,9 @@ def test_repeated_records_are_counted_and_change_no_table(
 
 
 def test_one_batch_and_many_small_batches_give_the_same_decisions(
-    reference: Path, tmp_path: Path
+    reference: Path, one_batch: Path
 ) -> None:
-    one = quick_run(tmp_path, "one", "--max-records-per-batch", "1000000")
+    one = one_batch / "out"
     assert len(table(one, "batches")) == 1 and len(table(reference, "batches")) > 3
     same_tables(
         reference, one, ("fault_items", *DECISION_TABLES, "schedule_entries", "redeliveries")

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pyspark
 import pytest
 from confluent_kafka import Consumer, Producer
 
@@ -226,9 +227,13 @@ def test_spark_kafka_connector_switch_uses_format_kafka(kafka: str, tmp_path: Pa
         "run", "--source", "kafka", "--kafka-bootstrap", kafka, "--topic", "t", "--once",
         "--config", str(tmp_path / "job.yaml"), cwd=tmp_path, timeout=300,
     )  # fmt: skip
-    assert result.returncode == 1
-    assert "kafka" in result.stderr.strip().splitlines()[-1].lower()
-    assert "data source" in result.stderr.lower()
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        "faultline: kafka_reader = 'spark': this Spark has no Kafka connector (add "
+        f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__} to spark.jars."
+        "packages), or use "
+        "kafka_reader: python, faultline's own reader"
+    )
 
 
 def test_against_a_real_kafka(reference: Path, tmp_path: Path) -> None:

@@ -1,0 +1,85 @@
+"""The Kafka tools around the job, without Spark: the mock cluster as a background service and
+``faultline simulate`` publishing with the job's Kafka settings."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer
+
+from streaming.config import load_scenario
+from streaming.mock_kafka import mock_cluster
+from streaming.simulator import simulate
+from tests.streaming.conftest import faultline
+
+
+@pytest.fixture(scope="module")
+def kafka() -> Iterator[str]:
+    with mock_cluster() as bootstrap:
+        yield bootstrap
+
+
+def _count(bootstrap: str, topic: str, expected: int, limit: float = 60) -> int:
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"n-{topic}", "auto.offset.reset": "earliest"}
+    )
+    consumer.subscribe([topic])
+    seen, deadline = 0, time.time() + limit
+    try:
+        while seen < expected and time.time() < deadline:
+            seen += sum(m.error() is None for m in consumer.consume(1000, timeout=0.5))
+    finally:
+        consumer.close()
+    return seen
+
+
+def test_the_mock_cluster_runs_in_the_background_until_it_is_told_to_stop() -> None:
+    """As the README starts it: no terminal, its input at end of file from the start."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streaming.mock_kafka"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        word, bootstrap = proc.stdout.readline().split()
+        assert word == "bootstrap"
+        time.sleep(2)
+        assert proc.poll() is None  # still serving with nothing on its input
+        producer = Producer({"bootstrap.servers": bootstrap})
+        producer.produce("background", b"hello")
+        assert producer.flush(30) == 0
+        assert _count(bootstrap, "background", 1) == 1
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+
+
+def test_simulate_takes_kafka_settings_from_the_configuration(kafka: str, tmp_path: Path) -> None:
+    events = simulate(load_scenario("quick"))
+    config = tmp_path / "job.yaml"
+    config.write_text(f"kafka_bootstrap: {kafka}\ntopic: from-config\n")
+    done = faultline("simulate", "--scenario", "quick", "--config", str(config), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    published = f"faultline: {len(events)} events of quick published to from-config"
+    assert done.stdout.strip() == published
+    assert _count(kafka, "from-config", len(events)) == len(events)
+    # kafka_options reach the client: librdkafka refuses a value it does not know
+    config.write_text(f"kafka_bootstrap: {kafka}\nkafka_options: {{acks: banana}}\n")
+    refused = faultline(
+        "simulate", "--scenario", "quick", "--config", str(config), "--topic", "refused",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert refused.returncode == 1
+    assert (
+        'Invalid value for configuration property "request.required.acks"'
+        in (refused.stderr.strip().splitlines()[-1])
+    )
