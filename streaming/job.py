@@ -238,12 +238,10 @@ def _source(spark: Any, config: JobConfig, folder: Path | None) -> Any:
                 f"org.apache.spark:spark-sql-kafka-0-10_2.13:{spark.version} to spark.jars."
                 "packages), or use kafka_reader: python, faultline's own reader"
             ) from None
-        return (
-            loaded.select(
-                F.col("value").cast("string").alias("value"),
-                F.concat_ws("/", "topic", "partition", "offset").alias("origin"),
-                F.unix_millis("timestamp").alias("ingest_ms"),
-            )
+        return loaded.select(
+            F.col("value").cast("string").alias("value"),
+            F.concat_ws("/", "topic", "partition", "offset").alias("origin"),
+            F.unix_millis("timestamp").alias("ingest_ms"),
         )
     from streaming.kafka import KafkaSource
 

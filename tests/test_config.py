@@ -54,6 +54,8 @@ def test_docker_compose_creates_the_topics_the_job_uses() -> None:
     assert "cleanup.policy=compact" in command.split(f"--topic {decisions}")[1]
     readme = (PROJECT / "README.md").read_text()
     assert "--topic faultline.events" in command and "--topic faultline.events" in readme
+    events = command.split("--topic faultline.events")[1].split("&&")[0]
+    assert "--config message.timestamp.type=LogAppendTime" in events
 
 
 def test_the_shipped_configuration_has_every_setting_and_every_flag_sets_one() -> None:

@@ -195,7 +195,7 @@ def test_repeated_records_are_counted_and_change_no_table(
     folder = tmp_path / "in"
     folder.mkdir()
     (folder / "part-00000.jsonl").write_text("\n".join(stream) + "\n")
-    batch = 2_000
+    batch = 5_000
     position = {line: n for n, line in reversed(list(enumerate(stream)))}  # first occurrence
     later = [n for n, line in enumerate(stream) if position[line] != n]
     same_batch = sum(position[stream[n]] // batch == n // batch for n in later)

@@ -43,7 +43,7 @@ def test_quiet_batches_empty_triggers_and_six_hours_of_silence(tmp_path: Path) -
     )  # fmt: skip
     try:
         # 1. traffic: p (4.9) fails on broker a (the cluster's 5.x view isolates it for 10 s, p's
-        # own table for 10 min) and parks a message for 10 s (level 3)
+        # own table for 10 min) and parks a message for 10 s (level 3) and one for 2 h (18)
         _write(
             folder,
             "part-00001.jsonl",
@@ -53,6 +53,7 @@ def test_quiet_batches_empty_triggers_and_six_hours_of_silence(tmp_path: Path) -
                 beat("hb0", 0, "b"),
                 send("s1", 1000, "a", "REMOTING_EXCEPTION", 0),
                 send("s2", 2000, "b", delay_level=3),
+                send("s3", 3000, "b", delay_level=18),
             ],
         )
         _wait_for(output, 1, proc)
@@ -73,7 +74,7 @@ def test_quiet_batches_empty_triggers_and_six_hours_of_silence(tmp_path: Path) -
         _write(
             folder,
             "part-00004.jsonl",
-            [beat("ha2", 6 * HOUR, "a"), beat("hb2", 6 * HOUR, "b"), send("s3", 6 * HOUR, "b")],
+            [beat("ha2", 6 * HOUR, "a"), beat("hb2", 6 * HOUR, "b"), send("s4", 6 * HOUR, "b")],
         )
         _wait_for(output, 4, proc)
     finally:
@@ -83,8 +84,8 @@ def test_quiet_batches_empty_triggers_and_six_hours_of_silence(tmp_path: Path) -
     assert "faultline: stopped" in stdout
 
     batches = table(output, "batches").sort_values("batch_id")
-    assert batches["input"].tolist() == [5, 2, 3, 3]
-    assert batches["valid"].tolist() == [5, 2, 3, 3]
+    assert batches["input"].tolist() == [6, 2, 3, 3]
+    assert batches["valid"].tolist() == [6, 2, 3, 3]
     assert batches[["quarantined", "late", "duplicates"]].sum().tolist() == [0, 0, 0]
     decided = table(output, "broker_decisions")
     rows = sorted(
@@ -104,6 +105,7 @@ def test_quiet_batches_empty_triggers_and_six_hours_of_silence(tmp_path: Path) -
         (3, "producer", "a", "RESTORE", 601_000),
     ]
     released = table(output, "redeliveries")
-    assert [(r.batch_id, r.message_id, r.deliver_at - T0) for r in released.itertuples()] == [
-        (1, "m-s2", 12_000)
+    assert sorted((r.batch_id, r.message_id, r.deliver_at - T0) for r in released.itertuples()) == [
+        (1, "m-s2", 12_000),
+        (3, "m-s3", 3000 + 2 * HOUR),  # due during the silence, released when it ends
     ]
