@@ -225,7 +225,7 @@ def test_a_crash_at_every_point_of_a_batch_then_a_restart_gives_the_uninterrupte
     assert _canonical(published) == _canonical(_held(output))
 
 
-# --- the real process, killed ------------------------------------------------------------------
+# --- the real process, after a crash right before Spark's commit log -------------------------
 
 
 def _quick_args(folder: Path, *extra: str) -> tuple[str, ...]:
