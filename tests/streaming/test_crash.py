@@ -78,20 +78,24 @@ def _config(folder: Path, events: Path, bootstrap: str) -> JobConfig:
     )
 
 
-def _run_query(spark: Any, config: JobConfig) -> str | None:
+@pytest.fixture(scope="module")
+def publisher(kafka: str) -> Iterator[Publisher]:
+    """The job's Kafka outputs, one client for every start of the job in this module."""
+    client = Publisher({"bootstrap.servers": kafka})
+    yield client
+    client.close()
+
+
+def _run_query(spark: Any, config: JobConfig, publisher: Publisher) -> str | None:
     """One start of the job on its checkpoint, to the end of the input or to a failure; returns
     the failure's one-line reason."""
     output, checkpoint = Path(config.output), Path(config.checkpoint) / job.QUERY_NAME
     progress = job.Progress()
-    publisher = Publisher(config.kafka_conf())
-    try:
-        query = job.build_query(
-            spark, config, Path(str(config.path)), output, checkpoint, progress, publisher=publisher
-        )
-        with contextlib.suppress(Exception):  # a failure's reason is in progress.error
-            query.awaitTermination()
-    finally:
-        publisher.close()
+    query = job.build_query(
+        spark, config, Path(str(config.path)), output, checkpoint, progress, publisher=publisher
+    )
+    with contextlib.suppress(Exception):  # a failure's reason is in progress.error
+        query.awaitTermination()
     return progress.error
 
 
@@ -168,12 +172,16 @@ def _points(reference_batches: dict[str, set[int]], batch: int) -> list[str]:
 
 @pytest.fixture(scope="module")
 def uninterrupted(
-    spark: Any, events: Path, kafka: str, tmp_path_factory: pytest.TempPathFactory
+    spark: Any,
+    events: Path,
+    kafka: str,
+    publisher: Publisher,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Path:
     folder = tmp_path_factory.mktemp("uninterrupted")
     config = _config(folder, events, kafka)
     sink.create_tables(Path(config.output))
-    assert _run_query(spark, config) is None
+    assert _run_query(spark, config, publisher) is None
     return Path(config.output)
 
 
@@ -196,6 +204,7 @@ def test_a_crash_at_every_point_of_a_batch_then_a_restart_gives_the_uninterrupte
     spark: Any,
     events: Path,
     kafka: str,
+    publisher: Publisher,
     reference: Path,
     uninterrupted: Path,
     tmp_path: Path,
@@ -212,12 +221,12 @@ def test_a_crash_at_every_point_of_a_batch_then_a_restart_gives_the_uninterrupte
     sink.create_tables(output)
     for point in points:
         with _failpoint(point, batch):
-            assert _run_query(spark, config) == f"failpoint {point}:{batch}"
+            assert _run_query(spark, config, publisher) == f"failpoint {point}:{batch}"
         # what a reader sees meanwhile: whole tables, and the batch's row once all of it is in
         _files_are_whole(output, no_leftovers=False)
         committed = set(table(output, "batches")["batch_id"])
         assert committed == set(range(batch + (point == "after-commit-batches"))), point
-    assert _run_query(spark, config) is None
+    assert _run_query(spark, config, publisher) is None
     same_tables(reference, output)
     assert sorted(table(output, "batches")["batch_id"]) == [0, 1, 2]
     _files_are_whole(output, no_leftovers=True)
