@@ -29,11 +29,7 @@ from streaming.config import JobConfig, load_job_config, load_scenario
 from streaming.kafka import Publisher
 from streaming.mock_kafka import mock_cluster
 from streaming.simulator import simulate, write_jsonl
-from tests.streaming.conftest import (
-    faultline,
-    same_tables,
-    table,
-)
+from tests.streaming.conftest import faultline, same_tables, table
 from udfs.schema import TABLES
 
 pytestmark = pytest.mark.spark
@@ -56,7 +52,7 @@ def events(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def spark(events: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     session = job._spark(load_job_config(), tmp_path_factory.mktemp("spark"))
     yield session
     session.stop()
