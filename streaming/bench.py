@@ -1,5 +1,8 @@
 """Throughput benchmark: the full job against a stateless pass-through over the same source and
-sink, on the same events. Prints records/s and micro-batch times for both.
+sink, on the same events. Prints, for both, records/s over all batches and over the steady state
+(every batch but the first, which pays for Spark's and Python's warm-up), then the full job's
+batches one by one: where the time went (source and shuffle, parse, stateful engine, file writes,
+Delta commit) and the bytes of state written. The last line is the steady ratio.
 
     python -m streaming.bench [--source files|kafka] [--scenario default] [--repeat 4]
                               [--batch 50000]
@@ -8,14 +11,15 @@ The pass-through reads the same records with the same source and writes every ra
 Delta table through an executor-side Parquet writer and a driver-side commit, as the job's sink
 does. ``--source kafka`` publishes the events to librdkafka's mock cluster (a real Kafka-protocol
 server on 127.0.0.1, in a process of its own), spread over 8 topics of 4 partitions, and reads
-them with the job's Kafka source.
+them with the job's Kafka source. ``--scenario`` takes any scenario in ``conf/scenarios`` (for
+example ``fleet-16`` and ``fleet-1000``, the same number of events from 16 and from 1,000
+brokers).
 """
 
 from __future__ import annotations
 
 import argparse
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -63,7 +67,7 @@ def _events(scenario: str, repeat: int, folder: Path) -> int:
     return len(out)
 
 
-def _passthrough(spark: Any, raw: Any, output: Path) -> list[float]:
+def _passthrough(spark: Any, raw: Any, output: Path) -> list[tuple[float, int]]:
     from deltalake import CommitProperties, DeltaTable, Transaction
     from deltalake.transaction import AddAction
 
@@ -77,7 +81,7 @@ def _passthrough(spark: Any, raw: Any, output: Path) -> list[float]:
     )
     table = output / "passthrough"
     DeltaTable.create(str(table), schema=schema, mode="ignore")
-    times: list[float] = []
+    times: list[tuple[float, int]] = []
 
     def write(batches: Any, batch_id: int) -> Any:
         import uuid
@@ -108,7 +112,7 @@ def _passthrough(spark: Any, raw: Any, output: Path) -> list[float]:
             schema=dt.schema(),
             commit_properties=CommitProperties(app_transactions=[Transaction("bench", batch_id)]),
         )
-        times.append(time.time() - started)
+        times.append((time.time() - started, sum(int(m.records) for m in metas)))
 
     query = (
         raw.select("value", "origin", "ingest_ms")
@@ -119,6 +123,11 @@ def _passthrough(spark: Any, raw: Any, output: Path) -> list[float]:
     )
     query.awaitTermination()
     return times
+
+
+def _rate(runs: list[tuple[float, int]]) -> float:
+    """Records per second over the given batches."""
+    return sum(n for _, n in runs) / max(sum(t for t, _ in runs), 1e-9)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -157,42 +166,43 @@ def main(argv: list[str] | None = None) -> int:
             },
         )
         spark = job._spark(config, work / "job")
-        results = {}
-        started = time.time()
-        pt = _passthrough(spark, job._source(spark, config, folder), work / "pt")
-        results["pass-through"] = (time.time() - started, pt)
+        passthrough = _passthrough(spark, job._source(spark, config, folder), work / "pt")
         from streaming import sink
 
         (work / "job").mkdir(parents=True, exist_ok=True)
         sink.create_tables(work / "job")
-        progress = job.Progress()
-        times: list[float] = []
-        started = time.time()
+        batches: list[dict[str, Any]] = []
+        output, checkpoint = work / "job", work / "ck"
         query = job.build_query(
-            spark,
-            config,
-            folder,
-            work / "job",
-            work / "ck",
-            progress,
-            on_batch=times.append,
+            spark, config, folder, output, checkpoint, job.Progress(), on_batch=batches.append
         )
         query.awaitTermination()
-        results["full job"] = (time.time() - started, times)
+        full = [(b["seconds"], int(b["input"])) for b in batches]
         print(
-            f"{args.source} source: {total} records, micro-batches of at most {args.batch}, "
-            f"{spark.sparkContext.master}"
+            f"{args.source} source, scenario {args.scenario} x{args.repeat}: {total} records, "
+            f"micro-batches of at most {args.batch}, {spark.sparkContext.master}"
         )
-        for name, (elapsed, batch_times) in results.items():
-            steady = batch_times[1:] or batch_times
+        steady = {}
+        for name, runs in (("pass-through", passthrough), ("full job", full)):
+            steady[name] = _rate(runs[1:] or runs)
             print(
-                f"{name:>13}: {total / elapsed:>9,.0f} records/s overall ({elapsed:.1f} s), "
-                f"{len(batch_times)} batches, median batch {statistics.median(steady):.2f} s "
-                f"(first {batch_times[0]:.2f} s), "
-                f"steady {args.batch / statistics.median(steady):,.0f} records/s"
+                f"{name:>13}: {len(runs)} batches, {_rate(runs):>8,.0f} records/s overall, "
+                f"steady {steady[name]:>8,.0f} records/s (first batch {runs[0][0]:.2f} s)"
             )
-        ratio = results["pass-through"][0] / results["full job"][0]
-        print(f"full job / pass-through throughput: {ratio:.2f}")
+        print(
+            "\nfull job per batch (s): records, total = source+shuffle + parse + stateful + "
+            "write + commit; state bytes written"
+        )
+        for b in batches:
+            operator = (b["parse_ms"] + b["engine_ms"] + b["files_ms"]) / 1000
+            print(
+                f"  batch {b['batch_id']:>3}: {b['input']:>7} {b['seconds']:>6.2f} = "
+                f"{b['write_ms'] / 1000 - operator:>5.2f} + {b['parse_ms'] / 1000:>5.2f} + "
+                f"{b['engine_ms'] / 1000:>5.2f} + {b['files_ms'] / 1000:>5.2f} + "
+                f"{b['commit_ms'] / 1000:>5.2f}; {b['state_bytes']:>11,}"
+            )
+        ratio = steady["full job"] / steady["pass-through"]
+        print(f"steady ratio (full job / pass-through): {ratio:.2f}")
     finally:
         cluster.close()
         shutil.rmtree(work, ignore_errors=True)

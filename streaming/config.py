@@ -199,6 +199,17 @@ class JobConfig(_Strict):
     seed: int = 0
     static_routes: dict[str, list[RouteBroker]] = {}
     progress_interval: Duration = 2_000
+    trigger_interval: Duration = 500
+    """How often the running job (Kafka or files, without ``once``) starts a micro-batch: Spark's
+    processing-time trigger. The simulator and ``once`` read what is there and stop."""
+
+    @field_validator("trigger_interval")
+    @classmethod
+    def _trigger_interval_positive(cls, value: int) -> int:
+        if value <= 0:
+            raise ValueError("the trigger interval must be more than 0 ms, e.g. 500ms or 1s")
+        return value
+
     delay_levels: str = DEFAULT_DELAY_LEVELS
     """RocketMQ's ``messageDelayLevel``: level n is the n-th space-separated delay."""
     max_redeliveries: NonNegativeInt = 16

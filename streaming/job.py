@@ -1,5 +1,5 @@
-"""The streaming job: source -> parse -> one stateful operator -> Delta, with live progress and
-a summary at the end."""
+"""The streaming job: source -> one stateful operator (parse, engine, files) -> Delta, with live
+progress and a summary at the end."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from udfs import engine
 from udfs.errors import ConfigError
 from udfs.rocketmq import DelayLevels
 from udfs.schedule import DelayPolicy
-from udfs.schema import EVENTS, TABLES
+from udfs.schema import TABLES
 
 PROJECT = Path(__file__).resolve().parents[1]
 QUERY_NAME = "faultline"
@@ -136,34 +136,38 @@ def build_query(
     output: Path,
     checkpoint: Path,
     progress: Progress,
-    on_batch: Callable[[float], None] | None = None,
+    on_batch: Callable[[dict[str, Any]], None] | None = None,
     publisher: Any = None,
 ) -> Any:
     """The job's streaming query, started. ``publisher`` (a :class:`streaming.kafka.Publisher`)
     receives the decisions and redeliveries of each batch; None publishes nothing."""
+    from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
     from pyspark.sql.streaming.state import GroupStateTimeout
 
     from streaming import failpoints, sink
-    from streaming.parse import parse_events
-    from streaming.stateful import STATE_SCHEMA, state_function
+    from streaming.stateful import RECORDS, STATE_SCHEMA, state_function
 
     app_id = checkpoint_app_id(checkpoint)
     raw = _source(spark, config, folder)
-    parsed = parse_events(raw)
-    # one stream into the operator: the engine sends rejected records to quarantine (a filter
-    # on the reason here would be pushed into the parser's projection and run uncompiled)
-    files = (
-        parsed.select(*EVENTS.names)
-        .groupBy("cluster")
-        .applyInPandasWithState(
-            state_function(engine_config(config), str(output), app_id),
-            from_arrow_schema(sink.META),
-            STATE_SCHEMA,
-            "append",
-            GroupStateTimeout.NoTimeout,
-        )
+    lost = F.col("lost") if "lost" in raw.columns else F.lit(None).cast("bigint")
+    # only the raw records cross the shuffle, keyed by their cluster; the operator parses them
+    # (a record without a readable cluster is keyed "default", as the parser defaults it)
+    records = raw.select(
+        F.coalesce(F.get_json_object("value", "$.cluster"), F.lit("default")).alias("key"),
+        "value",
+        "origin",
+        "ingest_ms",
+        lost.alias("lost"),
     )
+    files = records.groupBy("key").applyInPandasWithState(
+        state_function(engine_config(config), str(output), app_id),
+        from_arrow_schema(sink.META),
+        STATE_SCHEMA,
+        "append",
+        GroupStateTimeout.NoTimeout,
+    )
+    assert records.columns == ["key", *RECORDS]
 
     def write_batch(df: Any, batch_id: int) -> None:
         try:
@@ -187,7 +191,7 @@ def build_query(
         progress.rows += result["input"]
         progress.last = {**result, "seconds": time.time() - started}
         if on_batch is not None:
-            on_batch(progress.last["seconds"])
+            on_batch(progress.last)
 
     writer = (
         files.writeStream.queryName(QUERY_NAME)
@@ -197,7 +201,7 @@ def build_query(
     if config.once or config.source == "simulator":
         writer = writer.trigger(availableNow=True)
     else:
-        writer = writer.trigger(processingTime="1 second")
+        writer = writer.trigger(processingTime=f"{config.trigger_interval} milliseconds")
     return writer.start()
 
 

@@ -9,6 +9,7 @@ in (event_time, event_id) order. No Spark here: ``faultline simulate`` runs with
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import json
 import os
@@ -41,6 +42,24 @@ SCAN_INTERVAL_MS = 10_000
 DELAYS = DelayPolicy()
 """The default delay table and redelivery limit, which the simulated clients assume."""
 
+Route = list[tuple[str, int, int]]
+"""A topic's route: (broker_name, write_queue_nums, perm) of the brokers the NameServer has."""
+
+
+def heartbeat_offset(index: int, brokers: int, interval: int) -> int:
+    """When broker ``index`` of ``brokers`` first heartbeats, in ms after the start: one second
+    after the one before it while the whole fleet fits in one heartbeat interval that way, else
+    spread evenly over the interval, so that every broker heartbeats within the first interval.
+
+    >>> [heartbeat_offset(i, 6, 30_000) for i in range(6)]
+    [0, 1000, 2000, 3000, 4000, 5000]
+    >>> [heartbeat_offset(i, 1000, 30_000) for i in (0, 1, 2, 999)]
+    [0, 30, 60, 29970]
+    """
+    if 1000 * (brokers - 1) < interval:
+        return 1000 * index
+    return index * interval // brokers
+
 
 @dataclass(frozen=True)
 class _Response:
@@ -61,6 +80,7 @@ class _Cluster:
         self.end = scenario.start + scenario.duration + scenario.tail
         self.heartbeats = self._heartbeats()
         self.route_changes = self._route_changes()
+        self._timelines: dict[tuple[str, ...], tuple[list[int], list[Route]]] = {}
 
     def _active(self, broker: str, now: int, kinds: tuple[str, ...]) -> FaultSpec | None:
         rel = now - self.s.start
@@ -90,7 +110,7 @@ class _Cluster:
     def _heartbeats(self) -> dict[str, list[int]]:
         beats: dict[str, list[int]] = {}
         for i, broker in enumerate(self.s.brokers):
-            t = self.s.start + 1000 * i
+            t = self.s.start + heartbeat_offset(i, len(self.s.brokers), self.s.heartbeat_interval)
             times = []
             while t < self.end:
                 if self._active(broker.name, t, ("heartbeat_stop",)) is None:
@@ -101,10 +121,13 @@ class _Cluster:
 
     def _route_changes(self) -> list[tuple[int, str, bool]]:
         """(time, broker, alive) as the NameServer sees it: dropped at the first 10 s scan more
-        than 120 s after its last heartbeat, back at its next heartbeat."""
+        than 120 s after its last heartbeat, back at its next heartbeat. Every broker is in the
+        route at the start, as if it had just heartbeated: one whose heartbeats stop from the
+        start, or never come inside the scenario, drops out 120 s (and a scan) later."""
         changes = []
         for broker, times in self.heartbeats.items():
-            for last, nxt in zip(times, [*times[1:], None], strict=True):
+            known = [self.s.start, *times]
+            for last, nxt in zip(known, [*known[1:], None], strict=True):
                 scan = ((last + HEARTBEAT_TIMEOUT_MS) // SCAN_INTERVAL_MS + 1) * SCAN_INTERVAL_MS
                 if scan < self.end and (nxt is None or scan <= nxt):
                     changes.append((scan, broker, False))
@@ -112,18 +135,33 @@ class _Cluster:
                         changes.append((nxt, broker, True))
         return sorted(changes)
 
-    def route_at(self, topic_brokers: list[str], now: int) -> list[tuple[str, int, int]]:
-        alive = {b: True for b in topic_brokers}
-        for t, broker, up in self.route_changes:
-            if t > now:
-                break
-            if broker in alive:
+    def timeline(self, topic_brokers: list[str]) -> tuple[list[int], list[Route]]:
+        """The topic's route over time: from ``times[i]`` on (up to the next time) it is
+        ``routes[i]``; ``times[0]`` is before any time. Made once per list of brokers; callers
+        must not change the routes."""
+        key = tuple(topic_brokers)
+        known = self._timelines.get(key)
+        if known is None:
+            entry = {b: (b, self.brokers[b].write_queues, self.brokers[b].perm) for b in key}
+            alive = dict.fromkeys(key, True)
+            times, routes = [-(2**63)], [[entry[b] for b in key]]
+            for t, broker, up in self.route_changes:  # sorted: the last change at a time wins
+                if broker not in alive:
+                    continue
                 alive[broker] = up
-        return [
-            (b, self.brokers[b].write_queues, self.brokers[b].perm)
-            for b in topic_brokers
-            if alive[b]
-        ]
+                route = [entry[b] for b in key if alive[b]]
+                if times[-1] == t:
+                    routes[-1] = route
+                else:
+                    times.append(t)
+                    routes.append(route)
+            known = self._timelines[key] = (times, routes)
+        return known
+
+    def route_at(self, topic_brokers: list[str], now: int) -> Route:
+        """The topic's route at ``now``: every change up to and including ``now`` applied."""
+        times, routes = self.timeline(topic_brokers)
+        return routes[bisect.bisect_right(times, now) - 1]
 
 
 def simulate(scenario: Scenario) -> list[dict[str, Any]]:
@@ -164,8 +202,12 @@ def simulate(scenario: Scenario) -> list[dict[str, Any]]:
                 )
                 previous = route
     stored: list[tuple[int, dict[str, Any]]] = []
+    publish_infos: dict[tuple[str, tuple[tuple[str, int, int], ...]], TopicPublishInfo] = {}
     for producer in scenario.producers:
-        events.extend(_produce(scenario, cluster, producer, topics[producer.topic], stored))
+        events.extend(
+            _produce(scenario, cluster, producer, topics[producer.topic], stored, publish_infos)
+        )
+    stored.sort(key=lambda m: (m[0], m[1]["message_id"]))
     for consumer in scenario.consumers:
         events.extend(_consume(scenario, consumer, stored))
     events.sort(key=lambda e: (e["event_time"], e["event_id"]))
@@ -178,6 +220,7 @@ def _produce(
     spec: ProducerSpec,
     brokers: list[str],
     stored: list[tuple[int, dict[str, Any]]],
+    publish_infos: dict[tuple[str, tuple[tuple[str, int, int], ...]], TopicPublishInfo],
 ) -> Iterator[dict[str, Any]]:
     """The producer's sends. A message whose attempts all fail is sent again when faultline
     releases it (the producer reads ``redeliveries``), with ``redelivery_count`` one higher, until
@@ -187,8 +230,9 @@ def _produce(
     mode = SendMode(spec.mode)
     total = max_attempts(mode)
     table = FaultTable(profile, rng=rng)
-    route: list[tuple[str, int, int]] | None = None
+    route: Route | None = None
     info = TopicPublishInfo([])
+    times, routes = cluster.timeline(brokers)
     traffic_end = scenario.start + scenario.duration
     now = scenario.start + rng.randint(0, spec.interval)
     resends: list[tuple[int, str, int]] = []  # (due, message_id, redelivery_count), a heap
@@ -222,10 +266,10 @@ def _produce(
             fresh = True
         else:
             return
-        current = cluster.route_at(brokers, now)
+        current = routes[bisect.bisect_right(times, now) - 1]
         if current != route:  # the producer polls the NameServer and rebuilds its publish info
             route = current
-            info = TopicPublishInfo.from_route(current, topic=spec.topic, rng=rng)
+            info = _publish_info(publish_infos, spec.topic, current, rng)
         last: str | None = None
         cost = 0
         for attempt in range(total):
@@ -311,6 +355,22 @@ def _produce(
             now += cost
 
 
+def _publish_info(
+    made: dict[tuple[str, tuple[tuple[str, int, int], ...]], TopicPublishInfo],
+    topic: str,
+    route: Route,
+    rng: random.Random,
+) -> TopicPublishInfo:
+    """``TopicPublishInfo.from_route(route, topic=topic, rng=rng)``, the queues made once per
+    topic and route for all producers (the info copies the list and the dict; a queue is
+    immutable)."""
+    key = (topic, tuple(route))
+    template = made.get(key)
+    if template is None:
+        template = made[key] = TopicPublishInfo.from_route(route, topic=topic)
+    return TopicPublishInfo(template.queues, template.write_queue_nums, None, rng)
+
+
 def _resend(resends: list[tuple[int, str, int]], failed_at: int, message_id: str, n: int) -> None:
     """Faultline's redelivery of a failed message, as the producer will see it."""
     level = DELAYS.redelivery_level(n)
@@ -322,10 +382,9 @@ def _resend(resends: list[tuple[int, str, int]], failed_at: int, message_id: str
 def _consume(
     scenario: Scenario, spec: Any, stored: list[tuple[int, dict[str, Any]]]
 ) -> Iterator[dict[str, Any]]:
+    """The group's consumptions of the ``stored`` messages, which are in (time, id) order."""
     seq = 0
-    for n, (stored_at, message) in enumerate(
-        sorted(stored, key=lambda m: (m[0], m[1]["message_id"]))
-    ):
+    for n, (stored_at, message) in enumerate(stored):
         if message["topic"] != spec.topic:
             continue
         failing = spec.fail_every and n % spec.fail_every == 0

@@ -38,10 +38,14 @@ META = pa.schema(
         ("duplicates", pa.int64()),
         ("stale", pa.int64()),
         ("clock", pa.int64()),
+        ("parse_ms", pa.int64()),
+        ("engine_ms", pa.int64()),
+        ("files_ms", pa.int64()),
+        ("state_bytes", pa.int64()),
     ]
 )
 """What a task reports to the driver: a file it wrote (``table``, ``path``, ``size``,
-``records``), or with ``table`` null, its counters."""
+``records``), or with ``table`` null, its counters and timings for one cluster."""
 
 
 def table_schema(name: str) -> pa.Schema:
@@ -74,7 +78,18 @@ def _prefix(app_id: str, batch_id: int) -> str:
     return f"part-{batch_id:08d}-{app_id}-"
 
 
-COUNTERS = ("input", "valid", "late", "quarantined", "duplicates", "stale")
+COUNTERS = (
+    "input",
+    "valid",
+    "late",
+    "quarantined",
+    "duplicates",
+    "stale",
+    "parse_ms",
+    "engine_ms",
+    "files_ms",
+    "state_bytes",
+)
 
 
 def is_committed(table: DeltaTable, app_id: str, batch_id: int) -> bool:
@@ -136,9 +151,9 @@ def commit_batch(
         "clock": max(clocks) if clocks else None,
         "rows_written": sum(int(e["records"]) for es in files.values() for e in es),
     }
+    row = {**counts, "write_ms": write_ms, "commit_ms": int((time.time() - started) * 1000)}
     batches = DeltaTable(str(root / "batches"))
     if not is_committed(batches, app_id, batch_id):
-        row = {**counts, "write_ms": write_ms, "commit_ms": int((time.time() - started) * 1000)}
         failpoints.reach("before-commit-batches", batch_id)
         write_deltalake(
             batches,
@@ -148,7 +163,7 @@ def commit_batch(
             commit_properties=CommitProperties(app_transactions=[Transaction(app_id, batch_id)]),
         )
         failpoints.reach("after-commit-batches", batch_id)
-    return {**counts, "committed": committed}
+    return {**row, "committed": committed}
 
 
 def read_rows(

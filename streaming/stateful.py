@@ -1,10 +1,11 @@
-"""The one stateful operator: ``applyInPandasWithState`` keyed by cluster, calling
-:func:`udfs.engine.advance`, then handing each table's rows to the sink's file writer. What goes
-back to Spark is only the files' metadata and the counters, so rows never travel back to the
-JVM or to the driver."""
+"""The one stateful operator: ``applyInPandasWithState`` keyed by cluster. It parses the raw
+records (:func:`udfs.parse.parse`), calls :func:`udfs.engine.advance`, then hands each table's
+rows to the sink's file writer. What goes back to Spark is only the files' metadata and the
+counters, so rows never travel back to the JVM or to the driver."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -14,9 +15,11 @@ from pyspark import TaskContext
 
 from streaming.sink import META, write_file
 from udfs import engine
-from udfs.schema import EVENTS
+from udfs.parse import parse
 
 STATE_SCHEMA = "state string"
+RECORDS = ("value", "origin", "ingest_ms", "lost")
+"""The columns each record brings into the operator, besides the key."""
 BATCH_ID = "streaming.sql.batchId"
 """The local property Spark sets on every task of a micro-batch."""
 
@@ -25,7 +28,7 @@ def state_function(
     config: engine.EngineConfig, output: str, app_id: str
 ) -> Callable[[tuple[Any, ...], Iterator[pd.DataFrame], Any], Iterator[pd.DataFrame]]:
     """The function handed to Spark. Spark's contract: it is called once per cluster that has
-    rows in the micro-batch, with the rows in no particular order (the engine sorts them); the
+    records in the micro-batch (:data:`RECORDS`), in no particular order (the engine sorts); the
     state is one JSON string; there are no timeouts (the engine's clock is event time)."""
     root = Path(output)
 
@@ -36,15 +39,39 @@ def state_function(
         assert context is not None, "called outside a Spark task"
         batch_id = int(str(context.getLocalProperty(BATCH_ID)))
         parts = list(frames)
-        events = pd.concat(parts, ignore_index=True) if parts else EVENTS.empty_table().to_pandas()
+        raw = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=RECORDS)
+        started = time.perf_counter()
+        events = parse(
+            raw["value"].tolist(),
+            raw["origin"].tolist(),
+            raw["ingest_ms"].tolist(),
+            raw["lost"].tolist(),
+        ).to_pandas()
+        parsed = time.perf_counter()
         previous = engine.loads(state.get[0]) if state.exists else None
         step = engine.advance(str(key[0]), previous, events, config)
-        state.update((engine.dumps(step.state),))
+        saved = engine.dumps(step.state)
+        state.update((saved,))
+        advanced = time.perf_counter()
         metas = [
             write_file(root, name, frame, batch_id, app_id) for name, frame in step.tables.items()
         ]
-        metas.append({"table": None, **step.stats, "clock": step.state["clock"]})
+        metas.append(
+            {
+                "table": None,
+                **step.stats,
+                "clock": step.state["clock"],
+                "parse_ms": _ms(parsed - started),
+                "engine_ms": _ms(advanced - parsed),
+                "files_ms": _ms(time.perf_counter() - advanced),
+                "state_bytes": len(saved.encode()),
+            }
+        )
         # every column, also when no table got a row (a batch of heartbeats, say)
         yield pd.DataFrame(metas, columns=META.names)
 
     return advance
+
+
+def _ms(seconds: float) -> int:
+    return round(seconds * 1000)

@@ -68,3 +68,15 @@ def test_the_shipped_configuration_has_every_setting_and_every_flag_sets_one() -
     flags = {a.dest for a in commands.choices["run"]._actions} - {"help", "config"}
     assert flags <= set(shipped), flags - set(shipped)
     assert {"path", "once", "kafka_bootstrap", "topic", "starting_offsets"} <= flags
+
+
+def test_the_trigger_interval_is_a_duration_above_zero(tmp_path: Path) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text("trigger_interval: 1s\n")
+    assert load_job_config(path).trigger_interval == 1000
+    assert load_job_config(None, {"trigger_interval": "250ms"}).trigger_interval == 250
+    assert JobConfig().trigger_interval == 500
+    message = _error(tmp_path, "trigger_interval: 0\n")
+    assert message.startswith(f"{tmp_path / 'job.yaml'}: trigger_interval = 0: ")
+    assert "more than 0 ms" in message
+    assert "trigger_interval = '0ms': " in _error(tmp_path, "trigger_interval: 0ms\n")

@@ -146,11 +146,8 @@ def advance(
     out = _Out()
     out.stats["input"] = len(events)
     events = _quarantine(events, out)
-    # raw breaks ties between records that repeat an event id, so which one is applied does not
-    # depend on the order in which Spark hands them over
-    events = events.sort_values(["event_time", "event_id", "raw"], kind="stable", ignore_index=True)
     first_batch = state["clock"] is None
-    events = _admit(cluster, state, events, config, out)
+    events = _admit(cluster, state, events, _arrival_order(events), config, out)
     if len(events) == 0:
         return Step(state, out.frames(), out.stats)
     clock_end = int(state["clock"])
@@ -286,30 +283,49 @@ def _quarantine(events: pd.DataFrame, out: _Out) -> pd.DataFrame:
     return events
 
 
+def _arrival_order(events: pd.DataFrame) -> np.ndarray:
+    """Positions of the events by (event_time, event_id); the raw text breaks ties between
+    records that repeat an event id, so which one is applied does not depend on the order in
+    which Spark hands them over."""
+    t = events["event_time"].to_numpy(np.int64)
+    ids, _ = pd.factorize(events["event_id"], sort=True)
+    order = np.lexsort((ids, t))
+    same = (np.diff(t[order]) == 0) & (np.diff(ids[order]) == 0)
+    if same.any():
+        raw, _ = pd.factorize(events["raw"], sort=True)
+        order = np.lexsort((raw, ids, t))
+    return order
+
+
+_RECORD_COLUMNS = ("raw", "origin", "reason_code", "reason")
+"""What only quarantine and late_events keep of a record; the rest of the engine goes without."""
+
+
 def _admit(
     cluster: str,
     state: dict[str, Any],
     events: pd.DataFrame,
+    order: np.ndarray,
     config: EngineConfig,
     out: _Out,
 ) -> pd.DataFrame:
     """Split off late events, events from the future and repeated events; advance the clock and
-    remember the ids of the events within the allowed lateness."""
-    t = events["event_time"].to_numpy(np.int64)
+    remember the ids of the events within the allowed lateness. Returns the admitted events in
+    ``order``, without the record's own columns."""
+    t = events["event_time"].to_numpy(np.int64)[order]
     clock = state["clock"]
     late = np.zeros(len(t), dtype=bool) if clock is None else t < clock - config.allowed_lateness_ms
-    ingest = events["ingest_ms"]
-    future = ~late & (
-        ingest.notna().to_numpy(bool)
-        & (t > ingest.fillna(0).to_numpy(np.int64) + config.max_future_skew_ms)
-    )
+    ingest = events["ingest_ms"].to_numpy(np.float64, na_value=np.nan)[order]
+    future = ~late & ~np.isnan(ingest) & (t > np.nan_to_num(ingest) + config.max_future_skew_ms)
     seen: dict[str, int] = state["seen"]
     candidates = ~late & ~future
-    ids = events["event_id"][candidates]
+    ids = events["event_id"].to_numpy(object)[order]
     repeated = np.zeros(len(t), dtype=bool)
-    repeated[candidates] = (ids.duplicated() | ids.isin(seen)).to_numpy(bool)
+    if candidates.any():
+        chosen = pd.Series(ids[candidates], dtype=object)
+        repeated[candidates] = (chosen.duplicated() | chosen.isin(seen)).to_numpy(bool)
     if late.any():
-        lf = events[late]
+        lf = events.iloc[order[late]]
         out.add(
             "late_events",
             pd.DataFrame(
@@ -326,7 +342,7 @@ def _admit(
         )
         out.stats["late"] += int(late.sum())
     if future.any():
-        ff = events[future]
+        ff = events.iloc[order[future]]
         reasons = [
             f"event_time {v} is more than {config.max_future_skew_ms} ms after the record's "
             f"ingest time {int(i)} (its Kafka timestamp or its file's time)"
@@ -335,20 +351,17 @@ def _admit(
         out.add("quarantine", _quarantine_rows(ff, "FUTURE_EVENT_TIME", reasons))
         out.stats["quarantined"] += int(future.sum())
     out.stats["duplicates"] += int(repeated.sum())
-    admitted = events[candidates & ~repeated].reset_index(drop=True)
+    keep = candidates & ~repeated
+    columns = [c for c in events.columns if c not in _RECORD_COLUMNS]
+    admitted = events[columns].take(order[keep]).reset_index(drop=True)
     if len(admitted):
-        latest = int(admitted["event_time"].max())
+        admitted_t = t[keep]
+        latest = int(admitted_t.max())
         state["clock"] = latest if clock is None else max(int(clock), latest)
         horizon = state["clock"] - config.allowed_lateness_ms
-        fresh = admitted["event_time"].to_numpy(np.int64) >= horizon
+        fresh = admitted_t >= horizon
         kept = {k: v for k, v in seen.items() if v >= horizon}
-        kept.update(
-            zip(
-                admitted["event_id"].to_numpy()[fresh].tolist(),
-                admitted["event_time"].to_numpy(np.int64)[fresh].tolist(),
-                strict=True,
-            )
-        )
+        kept.update(zip(ids[keep][fresh].tolist(), admitted_t[fresh].tolist(), strict=True))
         state["seen"] = kept
     return admitted
 
@@ -374,53 +387,42 @@ def _report_rows(
     sends: pd.DataFrame, profile_names: pd.Series, config: EngineConfig
 ) -> pd.DataFrame:
     """One row per updateFaultItem call, sorted by (time, event_id, phase)."""
-    keys = pd.DataFrame(
-        {
-            "profile": profile_names.to_numpy(),
-            "outcome": sends["outcome"].to_numpy(),
-            "mode": sends["mode"].to_numpy(),
-        }
+    profile = profile_names.to_numpy(object)
+    outcome = sends["outcome"].to_numpy(object)
+    mode = sends["mode"].to_numpy(object)
+    combo, combos = pd.factorize(
+        pd.Series(profile + "|" + outcome + "|" + mode, dtype=object), sort=False
     )
-    combos = keys.drop_duplicates()
-    lookup = [
-        (p, o, m, phase, iso, reach)
-        for p, o, m in combos.itertuples(index=False)
-        for phase, iso, reach in _report_flags(config.profile(p), o, m)
-    ]
-    flags = pd.DataFrame(
-        lookup, columns=["profile", "outcome", "mode", "phase", "isolation", "reachable"]
-    )
-    base = pd.DataFrame(
-        {
-            "row": np.arange(len(sends)),
-            "profile": keys["profile"],
-            "outcome": keys["outcome"],
-            "mode": keys["mode"],
-        }
-    )
-    rows = base.merge(flags, on=["profile", "outcome", "mode"], how="inner")
-    src = sends.iloc[rows["row"].to_numpy()]
-    latency = src["latency_ms"].to_numpy(np.int64)
-    t = src["event_time"].to_numpy(np.int64)
-    dispatch = rows["phase"].to_numpy() == 0
-    frame = pd.DataFrame(
+    flags = [_report_flags(config.profile(p), o, m) for p, o, m in (c.split("|") for c in combos)]
+    counts = np.array([len(f) for f in flags], dtype=np.int64)[combo]
+    first = np.concatenate([[0], np.cumsum([len(f) for f in flags])])
+    table = np.array([x for f in flags for x in f], dtype=np.int64).reshape(-1, 3)
+    row = np.repeat(np.arange(len(sends)), counts)
+    nth = np.arange(len(row)) - np.repeat(np.cumsum(counts) - counts, counts)
+    phase, isolation, reachable = table[first[combo[row]] + nth].T
+    latency = sends["latency_ms"].to_numpy(np.int64)[row]
+    t = sends["event_time"].to_numpy(np.int64)[row]
+    event_id = sends["event_id"].to_numpy(object)[row]
+    ids, _ = pd.factorize(pd.Series(event_id, dtype=object), sort=True)
+    order = np.lexsort((phase, ids, t))
+    row, phase = row[order], phase[order]
+    return pd.DataFrame(
         {
             # the dispatch report is applied at the event's own time, just before its result: one
             # stamped earlier than its event could land behind updates written in an earlier
             # batch, and the tables would then depend on where batches are cut
-            "time": t,
-            "event_id": src["event_id"].to_numpy(),
-            "phase": rows["phase"].to_numpy(np.int8),
-            "broker": src["broker_name"].to_numpy(),
-            "latency": np.where(dispatch, 0, latency),
-            "isolation": rows["isolation"].to_numpy(bool),
-            "reachable": rows["reachable"].to_numpy(bool),
-            "outcome": rows["outcome"].to_numpy(),
-            "profile": rows["profile"].to_numpy(),
-            "producer_id": src["producer_id"].to_numpy(),
+            "time": t[order],
+            "event_id": pd.Series(event_id[order], dtype=object),
+            "phase": phase.astype(np.int8),
+            "broker": pd.Series(sends["broker_name"].to_numpy(object)[row], dtype=object),
+            "latency": np.where(phase == 0, 0, latency[order]),
+            "isolation": isolation[order].astype(bool),
+            "reachable": reachable[order].astype(bool),
+            "outcome": pd.Series(outcome[row], dtype=object),
+            "profile": pd.Series(profile[row], dtype=object),
+            "producer_id": pd.Series(sends["producer_id"].to_numpy(object)[row], dtype=object),
         }
     )
-    return frame.sort_values(["time", "event_id", "phase"], kind="stable", ignore_index=True)
 
 
 _ROW_DTYPES = {
@@ -479,13 +481,26 @@ class _Table:
         self.removals: list[tuple[str, int, int, str]] = []  # broker, pos, time, event_id
         self.removed_after: dict[str, int] = {}
         self.worst = tstate["worst"]
-        self.result_pos = pd.Index(rows.loc[rows["phase"] == 1, "event_id"])
-        self.result_rows = rows.loc[rows["phase"] == 1, "pos"].to_numpy()
+        self._columns = {
+            "latency": rows["latency"].to_numpy(np.int64),
+            "start": rows["start"].to_numpy(np.int64),
+            "reachable": rows["reachable"].to_numpy(bool),
+            "time": rows["time"].to_numpy(np.int64),
+        }
+        self._results: dict[str, int] | None = None
 
     def position_of(self, event_id: str) -> int:
         """The position of the event's result row (its own update comes before its decision)."""
-        i = self.result_pos.get_indexer([event_id])[0]
-        return int(self.result_rows[i]) if i >= 0 else -1
+        if self._results is None:
+            results = self.rows["phase"].to_numpy() == 1
+            self._results = dict(
+                zip(
+                    self.rows["event_id"].to_numpy(object)[results].tolist(),
+                    self.rows["pos"].to_numpy()[results].tolist(),
+                    strict=True,
+                )
+            )
+        return self._results.get(event_id, -1)
 
     def _present(self, broker: str, pos: int) -> FaultItem | None:
         positions = self.by_broker.get(broker)
@@ -500,13 +515,13 @@ class _Table:
         row = int(positions[idx])
         if removed is not None and row < removed:
             return None
-        r: Any = self.rows
+        c = self._columns
         return FaultItem(
             broker,
-            int(r.at[row, "latency"]),
-            int(r.at[row, "start"]),
-            bool(r.at[row, "reachable"]),
-            int(r.at[row, "time"]),
+            int(c["latency"][row]),
+            int(c["start"][row]),
+            bool(c["reachable"][row]),
+            int(c["time"][row]),
         )
 
     def _apply_insertions(self, pos: int) -> None:
@@ -675,6 +690,18 @@ def _decide(
     shorten = still & iso & (start < prev_start)
     cleared = still & ~iso
     removal = seq["removal"].to_numpy(bool)
+    latency = seq["latency"].to_numpy(np.int64)
+    reachable = seq["reachable"].to_numpy(bool)
+    outcome = seq["outcome"].to_numpy(object)
+    isolation = seq["isolation"].to_numpy(bool)
+    duration = seq["dur"].to_numpy(np.int64)
+
+    def why(i: int) -> str:
+        what = f"{outcome[i]} after {latency[i]} ms"
+        if isolation[i]:
+            what += " (isolation)"
+        return f"{what}: not available for {duration[i]} ms"
+
     decisions: list[tuple[str, str, int, int, str, str, int]] = []
     for i in np.flatnonzero(expired):
         decisions.append(
@@ -690,7 +717,7 @@ def _decide(
         )
     for mask, name in ((isolate, "ISOLATE"), (extend, "EXTEND"), (shorten, "SHORTEN")):
         for i in np.flatnonzero(mask):
-            decisions.append((b[i], name, int(t[i]), int(start[i]), _why(seq, int(i)), eid[i], 1))
+            decisions.append((b[i], name, int(t[i]), int(start[i]), why(int(i)), eid[i], 1))
     for i in np.flatnonzero(cleared):
         reason = (
             "removed from the fault table: pickOneAtLeast's broker has no write queues in the route"
@@ -709,25 +736,16 @@ def _decide(
                 (b[i], "RESTORE", int(start[i]), int(start[i]), "isolation ended", cause_arr[i], 0)
             )
             pending = False
-        r = seq.iloc[i]
         last[b[i]] = [
             b[i],
-            int(r["latency"]),
+            int(latency[i]),
             int(start[i]),
-            bool(r["reachable"]),
+            bool(reachable[i]),
             int(t[i]),
             pending,
             cause_arr[i] or "",
         ]
     return decisions, last
-
-
-def _why(seq: pd.DataFrame, i: int) -> str:
-    r = seq.iloc[i]
-    what = f"{r['outcome']} after {int(r['latency'])} ms"
-    if r["isolation"]:
-        what += " (isolation)"
-    return f"{what}: not available for {int(r['dur'])} ms"
 
 
 # --- one batch of one cluster -----------------------------------------------------------------

@@ -19,6 +19,7 @@ A queue releases its entries in order once the cluster's event-time clock reache
 from __future__ import annotations
 
 import bisect
+import functools
 import hashlib
 import re
 from collections.abc import Callable
@@ -37,6 +38,7 @@ KAFKA_TOPIC_MAX = 249
 _KAFKA_SAFE = re.compile(r"[A-Za-z0-9_-]")
 
 
+@functools.lru_cache(maxsize=4096)
 def kafka_topic(name: str) -> str:
     """The Kafka topic a RocketMQ topic is written to: one name for one name, never two.
 
@@ -186,17 +188,19 @@ class Schedule:
     def consume_retries(self, retries: pd.DataFrame) -> None:
         """``RECONSUME_LATER``: the consumer's send-back, the broker's way."""
         r: Any
+        backs: dict[tuple[Any, ...], Any] = {}  # many messages share their send-back's inputs
         for r in retries.itertuples(index=False):
             profile = self.profile_of(r.client_profile)
             group = str(r.consumer_group)
-            back = send_back(
-                profile,
-                group,
+            args = (
                 _int(r.reconsume_times, 0),
                 _int(r.delay_level, 0),
                 _int(r.max_reconsume_times, 16),
-                levels=self.policy.levels,
             )
+            back = backs.get((profile.name, group, *args))
+            if back is None:
+                back = send_back(profile, group, *args, levels=self.policy.levels)
+                backs[(profile.name, group, *args)] = back
             if back.topic is None:  # retryQueueNums <= 0: the broker drops it (not by default)
                 continue
             entry = {

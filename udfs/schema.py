@@ -199,9 +199,18 @@ BATCHES = pa.schema(
         ("duplicates", pa.int64()),
         ("write_ms", pa.int64()),
         ("commit_ms", pa.int64()),
+        ("parse_ms", pa.int64()),
+        ("engine_ms", pa.int64()),
+        ("files_ms", pa.int64()),
+        ("state_bytes", pa.int64()),
     ]
 )
 """One row per micro-batch, written by the sink's commit. ``input`` counts the records that
 reached the stateful operator; each of them is ``valid`` (applied), ``quarantined``, ``late`` or
 one of the ``duplicates`` (an event id applied before), so ``input`` is their sum. ``stale``
-counts valid updates older than the FaultItem they would replace."""
+counts valid updates older than the FaultItem they would replace.
+
+Timings: ``write_ms`` is the batch's run in Spark (read, shuffle, the operator) plus publishing,
+``commit_ms`` the Delta commits; of the operator, summed over its clusters, ``parse_ms`` parsing,
+``engine_ms`` the state machine (with loading and saving its state) and ``files_ms`` writing the
+Parquet files. ``state_bytes`` is the size of the state written in this batch."""

@@ -1,0 +1,93 @@
+"""The parser: typed events or a reason code for each record, in the order given, whichever path
+(bulk or lenient) reads it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from udfs.parse import parse
+
+T = 1_795_255_200_000
+SEND = {"event_id": "s", "event_time": T, "producer_id": "p", "topic": "t", "broker_name": "b",
+        "outcome": "SEND_OK", "latency_ms": 5}  # fmt: skip
+ROUTE = {"kind": "route", "event_id": "r", "event_time": T, "topic": "t",
+         "brokers": [{"broker_name": "a", "write_queue_nums": 2, "perm": 6}]}  # fmt: skip
+
+CASES = [
+    (json.dumps({**SEND, "extra": "x", "n": {"deep": [1]}}), None),
+    (json.dumps({**SEND, "event_time": "2026-11-21T10:00:00Z", "latency_ms": " 7 "}), None),
+    (json.dumps({"kind": "heartbeat", "event_id": "h", "event_time": T, "broker_name": "b"}), None),
+    (json.dumps(ROUTE), None),
+    (json.dumps({**SEND, "topic": 5, "latency_fault_enable": "TRUE"}), None),
+    (json.dumps(SEND, indent=2), None),  # a record over several lines
+    ("not json", "MALFORMED_JSON"),
+    ("[1, 2]", "MALFORMED_JSON"),
+    ("  ", "MALFORMED_JSON"),
+    (None, "MALFORMED_JSON"),
+    (json.dumps(SEND) + " " + json.dumps(SEND), "MALFORMED_JSON"),  # two objects on a line
+    ('{"event_id": "a", "event_id": "b"}', "MALFORMED_JSON"),  # a field twice
+    (json.dumps({**SEND, "latency_ms": "fast"}), "WRONG_TYPE"),
+    (json.dumps({**SEND, "latency_ms": 1.5}), "WRONG_TYPE"),
+    (json.dumps({**SEND, "event_id": {"a": 1}}), "WRONG_TYPE"),
+    (json.dumps({**SEND, "latency_fault_enable": "maybe"}), "WRONG_TYPE"),
+    (json.dumps({**SEND, "queue_id": 2**31}), "WRONG_TYPE"),  # queue_id holds 32 bits
+    (json.dumps({**SEND, "event_time": "yesterday"}), "WRONG_TYPE"),
+    (json.dumps({**ROUTE, "brokers": {"broker_name": "a"}}), "WRONG_TYPE"),
+    (json.dumps({k: v for k, v in SEND.items() if k != "event_id"}), "MISSING_FIELD"),
+    (json.dumps({k: v for k, v in SEND.items() if k != "outcome"}), "MISSING_FIELD"),
+    (json.dumps({**SEND, "kind": "gossip"}), "UNKNOWN_KIND"),
+    (json.dumps({**SEND, "event_time": 99_999_999_999_999}), "EVENT_TIME_OUT_OF_RANGE"),
+    (json.dumps({**SEND, "latency_ms": -1}), "NEGATIVE_LATENCY"),
+    (json.dumps({**SEND, "outcome": "MAYBE"}), "UNKNOWN_OUTCOME"),
+    (json.dumps({**SEND, "client_profile": "rocketmq-3"}), "UNKNOWN_PROFILE"),
+    (json.dumps({**SEND, "mode": "BATCH"}), "UNKNOWN_MODE"),
+    (json.dumps({"kind": "consume_result", "event_id": "c", "event_time": T, "consumer_group": "g",
+                 "topic": "t", "message_id": "m", "status": "MAYBE"}), "UNKNOWN_STATUS"),
+    (json.dumps({**SEND, "attempt": 3, "max_attempts": 3}), "INVALID_VALUE"),
+    (json.dumps({**ROUTE, "brokers": [{"write_queue_nums": 2}]}), "INVALID_ROUTE"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("padding", [0, 3000], ids=["alone", "among-good-records"])
+def test_each_record_is_typed_or_gets_a_reason(padding: int) -> None:
+    """``padding`` good records around each case make the bulk reader fail on a large chunk, so
+    the case is found and read on its own; the order of the records is kept."""
+    good = [json.dumps({**SEND, "event_id": f"g{i}"}) for i in range(padding)]
+    values = [v for text, _ in CASES for v in (*good[: padding // len(CASES)], text)]
+    rows = parse(values, [f"o{i}" for i in range(len(values))], [0] * len(values)).to_pylist()
+    assert [r["raw"] for r in rows] == values
+    cases = [r for r in rows if not (r["raw"] or "").startswith('{"event_id": "g')]
+    for (text, code), row in zip(CASES, cases, strict=True):
+        assert row["reason_code"] == code, (text, row["reason"])
+        assert (row["reason"] is None) == (code is None)
+    assert all(r["reason_code"] is None for r in rows if r not in cases)
+    first, iso, _, route, texts, lines = cases[:6]
+    assert (first["kind"], first["cluster"], first["latency_ms"]) == ("send_result", "default", 5)
+    assert (iso["event_time"], iso["latency_ms"]) == (T, 7)
+    assert json.loads(route["brokers_json"]) == ROUTE["brokers"]
+    assert (texts["topic"], texts["latency_fault_enable"]) == ("5", True)
+    assert lines["event_id"] == "s"
+
+
+def test_reasons_name_the_fields_and_values() -> None:
+    values = [
+        json.dumps({**SEND, "latency_ms": "x", "queue_id": [1], "attempt": "1.5"}),
+        json.dumps({"kind": "send_result", "event_id": "m"}),
+        json.dumps({**SEND, "outcome": "MAYBE"}),
+    ]
+    reasons = parse(values, ["a", "b", "c"], [0, 0, 0]).column("reason").to_pylist()
+    assert reasons == [
+        "wrong type for queue_id, latency_ms, attempt",
+        "missing event_time, producer_id, topic, broker_name, outcome, latency_ms",
+        "outcome MAYBE is not a RocketMQ send outcome",
+    ]
+
+
+def test_records_deleted_before_they_were_read_are_data_loss() -> None:
+    table = parse([None, json.dumps(SEND)], ["t/0/5", "t/0/9"], [0, 0], lost=[4, None])
+    assert table.column("reason_code").to_pylist() == ["DATA_LOSS", None]
+    assert table.column("reason").to_pylist()[0] == (
+        "4 records at t/0/5 were deleted (retention) before they were read; failOnDataLoss=false"
+    )

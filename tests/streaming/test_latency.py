@@ -1,0 +1,36 @@
+"""The decision-latency measurement end to end: the real job on the mock cluster, a low rate,
+two incidents, each of which must bring its broker's ISOLATE onto the decisions topic."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from streaming import latency
+
+pytestmark = pytest.mark.spark
+
+INCIDENT = re.compile(r"^incident (\d+): (broker-\d+) failing from .*: ISOLATE after ([\d,]+) ms")
+
+
+def test_each_incident_gets_its_isolate_and_a_measured_latency(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    started = time.monotonic()
+    code = latency.main(
+        ["--rate", "500", "--seconds", "4", "--every", "1.5", "--fail-for", "0.5",
+         "--incidents", "2", "--wait", "30", "--ready-timeout", "180"]
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0, out
+    measured = [m.groups() for m in map(INCIDENT.match, out.splitlines()) if m]
+    assert [(n, b) for n, b, _ in measured] == [("1", "broker-0"), ("2", "broker-1")], out
+    for _, _, ms in measured:
+        assert 0 < int(ms.replace(",", "")) < 30_000, out
+    summary = [line for line in out.splitlines() if line.startswith("summary: ")]
+    assert len(summary) == 1, out
+    assert summary[0].startswith("summary: 2 incidents, 2 with an ISOLATE; latency p50 "), out
+    assert " p99 " in summary[0] and "published " in summary[0], out
+    assert time.monotonic() - started < 240

@@ -1,0 +1,413 @@
+"""Raw records to typed events (SPEC §3), free of Spark: every record gets either the event
+columns or a ``reason_code`` and ``reason`` for the quarantine table.
+
+Fast path: the records of a batch are read together by Arrow's JSON reader with the expected
+types. A record it cannot read that way (a number given as a string, an ISO-8601 time, a nested
+value where text belongs, a malformed line) is found by halving the failing chunk, and is read on
+its own by the lenient path: :func:`json.loads` with every number kept as its text, then the same
+conversions Spark's ``try_cast`` makes. Both paths end in one vectorized validation.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+
+from udfs.rocketmq import PROFILES, Outcome, SendMode
+from udfs.schema import EVENTS
+
+MIN_EVENT_TIME = 946_684_800_000  # 2000-01-01
+MAX_EVENT_TIME = 4_102_444_800_000  # 2100-01-01
+
+STRING_FIELDS = (
+    "kind",
+    "event_id",
+    "cluster",
+    "producer_id",
+    "producer_group",
+    "client_profile",
+    "topic",
+    "broker_name",
+    "outcome",
+    "mode",
+    "message_id",
+    "consumer_group",
+    "origin_message_id",
+    "status",
+)
+INT_FIELDS = tuple(
+    name
+    for name, kind in zip(EVENTS.names, EVENTS.types, strict=True)
+    if pa.types.is_integer(kind) and name not in ("event_time", "ingest_ms")
+)
+REQUIRED = {
+    "send_result": ("producer_id", "topic", "broker_name", "outcome", "latency_ms"),
+    "consume_result": ("consumer_group", "topic", "message_id", "status"),
+    "route": ("topic", "brokers"),
+    "heartbeat": ("broker_name",),
+}
+TYPED_FIELDS = (*STRING_FIELDS, *INT_FIELDS, "event_time", "latency_fault_enable", "brokers")
+"""Every field the parser types, in the order a ``WRONG_TYPE`` reason names them."""
+
+_BROKER = pa.struct(
+    [("broker_name", pa.string()), ("write_queue_nums", pa.int64()), ("perm", pa.int64())]
+)
+_READ = pa.schema(
+    [
+        *((f, pa.string()) for f in STRING_FIELDS),
+        *((f, pa.int64()) for f in INT_FIELDS),
+        ("event_time", pa.int64()),
+        ("latency_fault_enable", pa.bool_()),
+        ("brokers", pa.list_(_BROKER)),
+    ]
+)
+"""What a record is read as; ``_wrong`` lists the fields it had of another type."""
+_PARSE = pj.ParseOptions(explicit_schema=_READ, unexpected_field_behavior="ignore")
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_INT_RANGE = {
+    f: (-(2**31), 2**31 - 1) if EVENTS.field(f).type == pa.int32() else (-(2**63), 2**63 - 1)
+    for f in INT_FIELDS
+}
+
+
+def parse(
+    values: Sequence[str | None],
+    origins: Sequence[str],
+    ingest_ms: Sequence[Any],
+    lost: Sequence[Any] | None = None,
+) -> pa.Table:
+    """The records of one batch as a table with the columns of :data:`udfs.schema.EVENTS`, in the
+    order given. ``lost`` (from the Kafka source) is a count of records deleted before they were
+    read, or null."""
+    n = len(values)
+    malformed = np.zeros(n, dtype=bool)
+    lenient: list[int] = []
+    bulk: list[int] = []
+    for i, v in enumerate(values):
+        if v is None or not v.strip():
+            malformed[i] = True
+        elif "\n" in v or "\r" in v:
+            lenient.append(i)  # one record per line for the bulk reader
+        else:
+            bulk.append(i)
+    parts: list[tuple[list[int], pa.Table]] = []
+    _read_bulk(values, bulk, parts, lenient)
+    if lenient:
+        rows = [_read_one(values[i]) for i in lenient]
+        malformed[[i for i, r in zip(lenient, rows, strict=True) if r is None]] = True
+        good = [(i, r) for i, r in zip(lenient, rows, strict=True) if r is not None]
+        if good:
+            table = pa.Table.from_pylist([r for _, r in good], schema=_READ.append(_WRONG))
+            parts.append(([i for i, _ in good], table))
+    return _validate(n, parts, malformed, values, origins, ingest_ms, lost)
+
+
+_WRONG = pa.field("_wrong", pa.list_(pa.string()))
+_CHUNK = 256
+
+
+def _read_bulk(
+    values: Sequence[str | None], idx: list[int], parts: list[Any], lenient: list[int]
+) -> None:
+    """Read ``idx`` in one go; if that fails, read it in chunks, and the records of a chunk that
+    fails on the lenient path."""
+    table = _read_json([values[i] for i in idx])  # type: ignore[misc]
+    if table is not None:
+        parts.append((idx, table))
+        return
+    for start in range(0, len(idx), _CHUNK):
+        chunk = idx[start : start + _CHUNK]
+        table = _read_json([values[i] for i in chunk])  # type: ignore[misc]
+        if table is None:
+            lenient.extend(chunk)
+        else:
+            parts.append((chunk, table))
+
+
+def _read_json(lines: list[str]) -> pa.Table | None:
+    """Lines as a table of the expected types, or None when one of them does not fit."""
+    if not lines:
+        return None
+    data = "\n".join(lines).encode()
+    big = len(lines) > 4 * _CHUNK
+    options = pj.ReadOptions(use_threads=big, block_size=len(data) // (2 if big else 1) + 1)
+    try:
+        table = pj.read_json(io.BytesIO(data), read_options=options, parse_options=_PARSE)
+    except pa.ArrowInvalid:
+        return None
+    if table.num_rows != len(lines):  # two objects on one line read as two records
+        return None
+    return table.append_column(_WRONG, pa.nulls(len(lines), _WRONG.type))
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    record = dict(pairs)
+    if len(record) != len(pairs):
+        raise ValueError("a field appears twice")
+    return record
+
+
+_STRING = frozenset(STRING_FIELDS)
+_TYPED = frozenset(TYPED_FIELDS)
+
+
+def _read_one(text: str | None) -> dict[str, Any] | None:
+    """One record read leniently, as Spark's JSON reader with text fields and ``try_cast`` would:
+    None when it is not a JSON object (or names a field twice)."""
+    try:
+        record = json.loads(
+            str(text), parse_int=str, parse_float=str, parse_constant=str, object_pairs_hook=_pairs
+        )
+    except ValueError:
+        return None
+    if not isinstance(record, dict):
+        return None
+    row: dict[str, Any] = {}
+    wrong: list[str] = []
+    for name, value in record.items():
+        if value is None or name not in _TYPED:
+            continue
+        if name in _STRING and type(value) is str:
+            row[name] = value
+            continue
+        typed = _convert(name, value)
+        if typed is None:
+            wrong.append(name)
+        else:
+            row[name] = typed
+    row["_wrong"] = sorted(wrong, key=TYPED_FIELDS.index)
+    return row
+
+
+def _convert(name: str, value: Any) -> Any:
+    if isinstance(value, bool):  # JSON true/false, which Spark reads as their text
+        value = "true" if value else "false"
+    if name == "brokers":
+        return _brokers(value)
+    if isinstance(value, dict | list):
+        return None
+    if name in STRING_FIELDS:
+        return value
+    text = value.strip()
+    if name == "latency_fault_enable":
+        return {"true": True, "false": False}.get(text.lower())
+    if _INTEGER.fullmatch(text):
+        number = int(text)
+        low, high = _INT_RANGE.get(name, (-(2**63), 2**63 - 1))
+        return number if low <= number <= high else None
+    if name == "event_time":
+        try:
+            when = datetime.fromisoformat(text)
+        except ValueError:
+            return None
+        when = when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+        return int(when.timestamp() * 1000)
+    return None
+
+
+def _brokers(value: Any) -> list[dict[str, Any]] | None:
+    if not isinstance(value, list) or not all(isinstance(b, dict) for b in value):
+        return None
+    out = []
+    for b in value:
+        name = b.get("broker_name")
+        broker: dict[str, Any] = {"broker_name": None if name is None else str(name)}
+        if isinstance(name, dict | list):
+            return None
+        for key in ("write_queue_nums", "perm"):
+            raw = b.get(key)
+            if raw is None:
+                broker[key] = None
+            elif isinstance(raw, str) and _INTEGER.fullmatch(raw.strip()):
+                broker[key] = int(raw)
+            else:
+                return None
+        out.append(broker)
+    return out
+
+
+def _combine(n: int, parts: list[tuple[list[int], pa.Table]]) -> pa.Table:
+    """The parts as one table in record order; records no part has (malformed) are all null."""
+    read = _READ.append(_WRONG)
+    tables = [t for _, t in parts]
+    order = [i for idx, _ in parts for i in idx]
+    missing = sorted(set(range(n)) - set(order))
+    if missing:
+        tables.append(read.empty_table().take(pa.nulls(len(missing), pa.int64())))
+        order += missing
+    combined = pa.concat_tables(tables).combine_chunks() if tables else read.empty_table()
+    if len(tables) == 1 and not missing:
+        return combined
+    return combined.take(np.argsort(np.asarray(order, dtype=np.int64), kind="stable"))
+
+
+def _np(array: Any, fill: Any) -> np.ndarray:
+    out: np.ndarray = pc.fill_null(array, fill).to_numpy(zero_copy_only=False)
+    return out
+
+
+def _validate(
+    n: int,
+    parts: list[tuple[list[int], pa.Table]],
+    malformed: np.ndarray,
+    values: Sequence[str | None],
+    origins: Sequence[str],
+    ingest_ms: Sequence[Any],
+    lost: Sequence[Any] | None,
+) -> pa.Table:
+    t = _combine(n, parts)
+    wrong: list[list[str]] = (
+        [list(w or ()) for w in t.column("_wrong").to_pylist()]
+        if (pc.max(pc.fill_null(pc.list_value_length(t.column("_wrong")), 0)).as_py())
+        else [[] for _ in range(n)]
+    )
+    columns: dict[str, Any] = {}
+    for name in INT_FIELDS:  # the bulk reader reads int64; Spark's int fields hold 32 bits
+        column = t.column(name)
+        low, high = _INT_RANGE[name]
+        outside = _np(pc.or_(pc.less(column, low), pc.greater(column, high)), False)
+        if outside.any():
+            for i in np.flatnonzero(outside):
+                wrong[i] = sorted([*wrong[i], name], key=TYPED_FIELDS.index)
+            column = pc.if_else(pa.array(outside), pa.nulls(n, pa.int64()), column)
+        columns[name] = column
+    present = {name: _np(t.column(name).is_valid(), False) for name in _READ.names}
+    kind = _np(t.column("kind"), "send_result").astype(object)
+    code = np.full(n, None, dtype=object)
+    reason = np.full(n, None, dtype=object)
+    unjudged = np.ones(n, dtype=bool)
+
+    def check(mask: np.ndarray, name: str, text: Any) -> None:
+        """Give the records in ``mask`` that have no reason yet this one (checks run in order)."""
+        hit = mask & unjudged
+        if hit.any():
+            unjudged[hit] = False
+            code[hit] = name
+            for i in np.flatnonzero(hit):
+                reason[i] = text(int(i)) if callable(text) else text
+
+    if lost is not None:
+        lost_arr = pa.array(lost, pa.int64(), from_pandas=True)
+        check(
+            _np(lost_arr.is_valid(), False),
+            "DATA_LOSS",
+            lambda i: (
+                f"{lost_arr[i].as_py()} records at {origins[i]} were deleted (retention) "
+                "before they were read; failOnDataLoss=false"
+            ),
+        )
+    check(malformed, "MALFORMED_JSON", "the record is not a JSON object")
+    check(
+        np.fromiter((bool(w) for w in wrong), dtype=bool, count=n),
+        "WRONG_TYPE",
+        lambda i: "wrong type for " + ", ".join(wrong[i]),
+    )
+    check(
+        ~np.isin(kind, list(REQUIRED)),
+        "UNKNOWN_KIND",
+        lambda i: f"kind {kind[i]} is not one of {', '.join(REQUIRED)}",
+    )
+    need = {f: ~present[f] for f in ("event_id", "event_time")}
+    for k, fields in REQUIRED.items():
+        for f in fields:
+            need[f] = need.get(f, np.zeros(n, dtype=bool)) | (kind == k) & ~present[f]
+    check(
+        np.logical_or.reduce(list(need.values())),
+        "MISSING_FIELD",
+        lambda i: "missing " + ", ".join(f for f, m in need.items() if m[i]),
+    )
+    et = _np(t.column("event_time"), MIN_EVENT_TIME)
+    check(
+        (et < MIN_EVENT_TIME) | (et >= MAX_EVENT_TIME),
+        "EVENT_TIME_OUT_OF_RANGE",
+        lambda i: f"event_time {et[i]} is not between 2000-01-01 and 2100-01-01",
+    )
+    latency = _np(columns["latency_ms"], 0)
+    check(latency < 0, "NEGATIVE_LATENCY", lambda i: f"latency_ms {latency[i]} is negative")
+    for field, code_name, allowed, applies, text in (
+        (
+            "outcome",
+            "UNKNOWN_OUTCOME",
+            [o.value for o in Outcome],
+            kind == "send_result",
+            "is not a RocketMQ send outcome",
+        ),
+        (
+            "client_profile",
+            "UNKNOWN_PROFILE",
+            list(PROFILES),
+            True,
+            f"is not one of {', '.join(PROFILES)}",
+        ),
+        ("mode", "UNKNOWN_MODE", [m.value for m in SendMode], True, "is not SYNC, ASYNC or ONEWAY"),
+        (
+            "status",
+            "UNKNOWN_STATUS",
+            ["CONSUME_SUCCESS", "RECONSUME_LATER"],
+            kind == "consume_result",
+            "is not CONSUME_SUCCESS or RECONSUME_LATER",
+        ),
+    ):
+        column = t.column(field)
+        known = _np(pc.is_in(column, value_set=pa.array(allowed)), True)
+        check(
+            present[field] & applies & ~known,
+            code_name,
+            lambda i, f=field, c=column, x=text: f"{f} {c[i].as_py()} {x}",
+        )
+    attempt, max_attempts = _np(columns["attempt"], 0), _np(columns["max_attempts"], 1)
+    check(
+        (attempt < 0)
+        | (max_attempts < 1)
+        | _np(columns["attempt"].is_valid(), False)
+        & _np(columns["max_attempts"].is_valid(), False)
+        & (attempt >= max_attempts)
+        | (_np(columns["queue_id"], 0) < 0)
+        | (_np(columns["reconsume_times"], 0) < 0)
+        | (_np(columns["redelivery_count"], 0) < 0),
+        "INVALID_VALUE",
+        "attempt, max_attempts, queue_id, reconsume_times or redelivery_count out of range",
+    )
+    routes = np.flatnonzero(present["brokers"])
+    brokers_json = np.full(n, None, dtype=object)
+    invalid_route = np.zeros(n, dtype=bool)
+    for i, b in zip(routes, t.column("brokers").take(routes).to_pylist(), strict=True):
+        brokers_json[i] = json.dumps(
+            [{k: v for k, v in x.items() if v is not None} for x in b], separators=(",", ":")
+        )
+        invalid_route[i] = kind[i] == "route" and any(
+            x["broker_name"] is None or (x["write_queue_nums"] or 0) <= 0 for x in b
+        )
+    check(
+        invalid_route, "INVALID_ROUTE", "a route broker needs broker_name and write_queue_nums > 0"
+    )
+    columns.update(
+        {name: t.column(name) for name in (*STRING_FIELDS, "event_time", "latency_fault_enable")}
+    )
+    columns.update(
+        kind=kind,
+        cluster=_np(t.column("cluster"), "default").astype(object),
+        brokers_json=brokers_json,
+        raw=values,
+        origin=origins,
+        ingest_ms=ingest_ms,
+        reason_code=code,
+        reason=reason,
+    )
+    return pa.table(
+        {
+            name: pa.array(columns[name], type=field.type, from_pandas=True)
+            if not isinstance(columns[name], pa.ChunkedArray | pa.Array)
+            else columns[name].cast(field.type)
+            for name, field in zip(EVENTS.names, EVENTS, strict=True)
+        }
+    )
