@@ -26,9 +26,10 @@ Delay queues. Failed sends, consumer send-backs and delayed sends enter the dela
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,7 +55,7 @@ from udfs.rocketmq._vector import not_available_durations, start_timestamps
 from udfs.schedule import DelayPolicy, Schedule
 from udfs.schema import TABLES
 
-STATE_VERSION = 2
+STATE_VERSION = 3
 CLUSTER = "cluster"
 PRODUCER = "producer"
 SCOPES = (CLUSTER, PRODUCER)
@@ -114,12 +115,42 @@ def loads(text: str) -> dict[str, Any]:
     state: dict[str, Any] = json.loads(text)
     if state.get("v") == 1:  # version 1 kept no event ids: nothing applied before is known
         state = {**state, "v": 2, "seen": {}}
+    if state.get("v") == 2:  # version 2 kept whole routes where version 3 keeps their digests
+        state = {
+            **state,
+            "v": 3,
+            "pubinfo": {k: _compact_pubinfo(p) for k, p in state["pubinfo"].items()},
+            "routing_table": {
+                k: {topic: _digest(sig) for topic, sig in sigs.items()}
+                for k, sigs in state["routing_table"].items()
+            },
+        }
     if state.get("v") != STATE_VERSION:
         raise ValueError(
             f"state schema version {state.get('v')} is not {STATE_VERSION}: this checkpoint was "
             "written by another faultline version; start from a new checkpoint"
         )
     return state
+
+
+def _digest(value: Any) -> str:
+    """A short fingerprint of a JSON value: what the state keeps of a route or a routing table."""
+    text = json.dumps(value, separators=(",", ":"))
+    return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
+
+
+def _queues(route: Route) -> list[list[Any]]:
+    """The queues of a fresh TopicPublishInfo for ``route``."""
+    return [[q.broker_name, q.queue_id] for q in TopicPublishInfo.from_route(route).queues]
+
+
+def _compact_pubinfo(pub: dict[str, Any]) -> dict[str, Any]:
+    """A version 2 publish info (whole route and queues) as version 3 keeps it: the route's
+    digest, and the queues only where they differ from the route's own."""
+    route = tuple((b, int(w), int(p)) for b, w, p in pub["route"])
+    queues = pub["queues"] if pub["queues"] != _queues(route) else None
+    return {"route": _digest(pub["route"]), "queues": queues, "index": pub["index"],
+            "seed": pub["seed"]}  # fmt: skip
 
 
 def _rng(seed: int, *parts: object) -> random.Random:
@@ -425,82 +456,47 @@ def _report_rows(
     )
 
 
-_ROW_DTYPES = {
-    "time": "int64",
-    "event_id": "str",
-    "phase": "int8",
-    "broker": "str",
-    "latency": "int64",
-    "isolation": "bool",
-    "reachable": "bool",
-    "outcome": "str",
-    "profile": "str",
-    "producer_id": "str",
-}
-
-
 # --- one fault table ------------------------------------------------------------------------------
 
 
 class _Table:
-    """One scope key's FaultTable during a batch: vectorized rows plus sequential snapshots."""
+    """One scope key's FaultTable during a batch, for its routing decisions: the rows of the key
+    (global positions into the scope's rows) replayed in order into snapshots."""
 
-    def __init__(
-        self, scope: str, key: str, profile: Profile, tstate: dict[str, Any], rows: pd.DataFrame
-    ) -> None:
-        self.scope, self.key, self.profile, self.tstate = scope, key, profile, tstate
-        self.init = {item[0]: item for item in tstate["items"]}
-        updated = rows["broker"].map({b: it[4] for b, it in self.init.items()}).fillna(NO_ITEM)
-        stale = rows["time"].to_numpy(np.int64) < updated.to_numpy(np.int64)
-        self.stale = int(stale.sum())
-        rows = rows[~stale].reset_index(drop=True)
-        rows["pos"] = np.arange(len(rows))
-        self.rows = rows
-        rows["dur"] = not_available_durations(
-            profile, rows["latency"].to_numpy(np.int64), rows["isolation"].to_numpy(bool)
+    def __init__(self, scope: _ScopeTables, key: str, positions: np.ndarray) -> None:
+        self.scope, self.key, self.positions = scope, key, positions
+        self.tstate = scope.tstates[key]
+        self.profile = scope.profiles[key]
+        self.init = scope.init[key]
+        brokers = scope.broker[positions]
+        by: dict[str, list[int]] = {}
+        for b, p in zip(brokers.tolist(), positions.tolist(), strict=True):
+            by.setdefault(b, []).append(p)
+        self.by_broker = {b: np.asarray(p, dtype=np.int64) for b, p in by.items()}
+        self.order = _ConcurrentHashMapOrder(
+            self.tstate["cap"], [it[0] for it in self.tstate["items"]]
         )
-        by = rows.sort_values(["broker", "pos"], kind="stable")
-        first = ~by["broker"].duplicated().to_numpy()
-        init_start = by["broker"].map({b: it[2] for b, it in self.init.items()}).fillna(0)
-        by_start = start_timestamps(
-            profile,
-            first,
-            init_start.to_numpy(np.int64),
-            by["time"].to_numpy(np.int64),
-            by["dur"].to_numpy(np.int64),
+        self.insertions = sorted(
+            (int(p[0]), b) for b, p in self.by_broker.items() if b not in self.init
         )
-        start = np.empty(len(rows), dtype=np.int64)
-        start[by["pos"].to_numpy()] = by_start
-        rows["start"] = start
-        self.by_broker: dict[str, np.ndarray] = {
-            str(b): g for b, g in rows.groupby("broker", sort=False)["pos"].agg(np.asarray).items()
-        }
-        self.order = _ConcurrentHashMapOrder(tstate["cap"], [it[0] for it in tstate["items"]])
-        firsts = [(int(p[0]), b) for b, p in self.by_broker.items() if b not in self.init]
-        self.insertions = sorted(firsts)
         self.removals: list[tuple[str, int, int, str]] = []  # broker, pos, time, event_id
         self.removed_after: dict[str, int] = {}
-        self.worst = tstate["worst"]
-        self._columns = {
-            "latency": rows["latency"].to_numpy(np.int64),
-            "start": rows["start"].to_numpy(np.int64),
-            "reachable": rows["reachable"].to_numpy(bool),
-            "time": rows["time"].to_numpy(np.int64),
-        }
-        self._results: dict[str, int] | None = None
+        self.worst = self.tstate["worst"]
+        self._size = len(self.tstate["items"])
+        self._current = {b: FaultItem(*it[:5]) for b, it in self.init.items()}
+        self._cursor = -1
+        """``_current`` holds each broker's item as of row ``_cursor``: snapshots are taken in
+        the order of the rows, so each row is applied once."""
 
-    def position_of(self, event_id: str) -> int:
-        """The position of the event's result row (its own update comes before its decision)."""
-        if self._results is None:
-            results = self.rows["phase"].to_numpy() == 1
-            self._results = dict(
-                zip(
-                    self.rows["event_id"].to_numpy(object)[results].tolist(),
-                    self.rows["pos"].to_numpy()[results].tolist(),
-                    strict=True,
-                )
-            )
-        return self._results.get(event_id, -1)
+    def _item(self, row: int) -> FaultItem:
+        s = self.scope
+        return FaultItem(
+            str(s.broker[row]),
+            int(s.latency[row]),
+            int(s.start[row]),
+            bool(s.reachable[row]),
+            int(s.time[row]),
+        )
 
     def _present(self, broker: str, pos: int) -> FaultItem | None:
         positions = self.by_broker.get(broker)
@@ -515,23 +511,33 @@ class _Table:
         row = int(positions[idx])
         if removed is not None and row < removed:
             return None
-        c = self._columns
-        return FaultItem(
-            broker,
-            int(c["latency"][row]),
-            int(c["start"][row]),
-            bool(c["reachable"][row]),
-            int(c["time"][row]),
-        )
+        return self._item(row)
 
     def _apply_insertions(self, pos: int) -> None:
         while self.insertions and self.insertions[0][0] <= pos:
             _, broker = self.insertions.pop(0)
-            self.order.add(broker, sum(1 for _ in self.order) + 1)
+            self._size += 1
+            self.order.add(broker, self._size)
+
+    def _advance(self, pos: int) -> None:
+        """Apply this key's rows after ``_cursor`` up to ``pos``: the last one of each broker."""
+        lo = int(np.searchsorted(self.positions, self._cursor, side="right"))
+        hi = int(np.searchsorted(self.positions, pos, side="right"))
+        rows = self.positions[lo:hi]
+        _, last = np.unique(self.scope.broker[rows][::-1], return_index=True)
+        for row in rows[len(rows) - 1 - last].tolist():
+            item = self._item(row)
+            self._current[item.name] = item
+        self._cursor = pos
 
     def snapshot(self, pos: int, rng: random.Random) -> FaultTable:
         self._apply_insertions(pos)
-        items = [item for b in self.order if (item := self._present(b, pos)) is not None]
+        if pos >= self._cursor:
+            self._advance(pos)
+            current = self._current
+            items = [item for b in self.order if (item := current.get(b)) is not None]
+        else:  # a decision whose own update was stale: the table as it was at that row
+            items = [item for b in self.order if (item := self._present(b, pos)) is not None]
         return FaultTable(
             self.profile, worst_index=self.worst, rng=rng, items=items, capacity=self.order.capacity
         )
@@ -541,143 +547,354 @@ class _Table:
         self.removals.append((broker, pos, time, event_id))
         self.removed_after[broker] = pos + 1
         self.order.remove(broker)
+        self._size -= 1
         positions = self.by_broker.get(broker)
+        if positions is None or not ((positions > pos) & (positions <= self._cursor)).any():
+            self._current.pop(broker, None)  # no later row of it is applied yet
         if positions is not None:
             later = positions[positions > pos]
             if len(later):
                 self.insertions.append((int(later[0]), broker))
                 self.insertions.sort()
 
-    def finish(
-        self, cluster: str, clock_end: int, out: _Out
-    ) -> list[tuple[int, int, str, str, str, int | None]]:
-        """Emit fault_items and broker_decisions; store the table; return its availability
-        changes as (time, order, event_id, broker, decision, until) for the routing table."""
-        self._apply_insertions(len(self.rows))
-        rows = self.rows
-        base = {"scope": self.scope, "scope_key": self.key, "cluster": cluster}
+    def final_order(self) -> _ConcurrentHashMapOrder:
+        self._apply_insertions(2**62)
+        return self.order
+
+
+Change = tuple[int, int, str, str, str, int | None]
+"""An availability change for the routing table: (time, order, event_id, broker, decision,
+until)."""
+
+
+class _ScopeTables:
+    """Every FaultTable of one scope during a batch, updated together: the rows of all keys are
+    one set of arrays, so the cost is per row, not per key."""
+
+    def __init__(
+        self,
+        scope: str,
+        tstates: dict[str, dict[str, Any]],
+        profiles: dict[str, Profile],
+        rows: pd.DataFrame,
+    ) -> None:
+        """``rows`` (from :func:`_report_rows`, with a ``key`` column) are sorted by (time,
+        event_id, phase); ``profiles`` gives each key's profile for this batch."""
+        self.scope, self.tstates, self.profiles = scope, tstates, profiles
+        keys = rows["key"].to_numpy(object)
+        self.init: dict[str, dict[str, list[Any]]] = {
+            k: {it[0]: it for it in tstates[k]["items"]} for k in pd.unique(keys)
+        }
+        brokers = rows["broker"].to_numpy(object)
+        updated = np.fromiter(
+            (
+                it[4] if (it := self.init[k].get(b)) is not None else NO_ITEM
+                for k, b in zip(keys.tolist(), brokers.tolist(), strict=True)
+            ),
+            dtype=np.int64,
+            count=len(keys),
+        )
+        t = rows["time"].to_numpy(np.int64)
+        fresh = t >= updated
+        self.stale = int((~fresh).sum())
+        self.key = keys[fresh]
+        self.broker = brokers[fresh]
+        self.time = t[fresh]
+        self.event_id = rows["event_id"].to_numpy(object)[fresh]
+        self.phase = rows["phase"].to_numpy(np.int8)[fresh]
+        self.latency = rows["latency"].to_numpy(np.int64)[fresh]
+        self.isolation = rows["isolation"].to_numpy(bool)[fresh]
+        self.reachable = rows["reachable"].to_numpy(bool)[fresh]
+        self.outcome = rows["outcome"].to_numpy(object)[fresh]
+        self.producer_id = rows["producer_id"].to_numpy(object)[fresh]
+        n = len(self.key)
+        self.profile_name = np.array([profiles[k].name for k in self.key.tolist()], dtype=object)
+        self.pair, pairs = pd.factorize(pd.Series(self.key + "\x1f" + self.broker, dtype=object))
+        self.pairs = [p.split("\x1f", 1) for p in pairs]
+        init_items = [self.init[k].get(b) for k, b in self.pairs]
+        self.init_start = np.array(
+            [it[2] if it is not None else NO_ITEM for it in init_items], dtype=np.int64
+        )
+        self.init_pending = np.array(
+            [bool(it[5]) if it is not None else False for it in init_items], dtype=bool
+        )
+        self.init_cause = np.array(
+            [it[6] if it is not None else "" for it in init_items], dtype=object
+        )
+        self.dur = np.zeros(n, dtype=np.int64)
+        self.start = np.zeros(n, dtype=np.int64)
+        by_pair = np.lexsort((np.arange(n), self.pair))
+        first = np.ones(n, dtype=bool)
+        first[1:] = self.pair[by_pair][1:] != self.pair[by_pair][:-1]
+        for name in pd.unique(self.profile_name):
+            profile = next(p for p in profiles.values() if p.name == name)
+            mine = self.profile_name == name
+            self.dur[mine] = not_available_durations(
+                profile, self.latency[mine], self.isolation[mine]
+            )
+            sel = by_pair[mine[by_pair]]
+            initial = self.init_start[self.pair[sel]]
+            self.start[sel] = start_timestamps(
+                profile,
+                first[mine[by_pair]],
+                np.where(initial == NO_ITEM, 0, initial),
+                self.time[sel],
+                self.dur[sel],
+            )
+        self._positions: dict[str, np.ndarray] | None = None
+        self.views: dict[str, _Table] = {}
+        self._results: dict[str, int] | None = None
+
+    def positions(self, key: str) -> np.ndarray:
+        if self._positions is None:
+            order = np.argsort(self.key, kind="stable")
+            keys = self.key[order]
+            cuts = np.flatnonzero(keys[1:] != keys[:-1]) + 1
+            bounds = [0, *cuts.tolist(), len(keys)]
+            self._positions = {
+                str(keys[a]): np.sort(order[a:b]) for a, b in itertools.pairwise(bounds) if b > a
+            }
+        return self._positions.get(key, np.zeros(0, dtype=np.int64))
+
+    def view(self, key: str) -> _Table | None:
+        """The key's table for routing decisions; None when the key has no rows this batch."""
+        if key not in self.init:
+            return None
+        if key not in self.views:
+            self.views[key] = _Table(self, key, self.positions(key))
+        return self.views[key]
+
+    def position_of(self, event_id: str) -> int:
+        """The position of the event's result row (its own update comes before its decision)."""
+        if self._results is None:
+            results = self.phase == 1
+            self._results = dict(
+                zip(
+                    self.event_id[results].tolist(),
+                    np.flatnonzero(results).tolist(),
+                    strict=True,
+                )
+            )
+        return self._results.get(event_id, -1)
+
+    def finish(self, cluster: str, clock_end: int, out: _Out) -> dict[str, list[Change]]:
+        """Emit fault_items and broker_decisions; store the tables; return each key's
+        availability changes for the routing table."""
+        line5 = np.array([n.startswith("rocketmq-5") for n in self.profile_name], dtype=bool)
         out.add(
             "fault_items",
             pd.DataFrame(
                 {
-                    **base,
-                    "broker_name": rows["broker"].to_numpy(),
-                    "event_id": rows["event_id"].to_numpy(),
-                    "event_time": rows["time"].to_numpy(np.int64),
-                    "latency_ms": rows["latency"].to_numpy(np.int64),
-                    "isolation": rows["isolation"].to_numpy(bool),
-                    "reachable": rows["reachable"].to_numpy(bool)
-                    if self.profile.line == "5"
-                    else np.ones(len(rows), dtype=bool),
-                    "not_available_ms": rows["dur"].to_numpy(np.int64),
-                    "available_from": rows["start"].to_numpy(np.int64),
-                    "profile": self.profile.name,
-                    "outcome": rows["outcome"].to_numpy(),
-                    "phase": np.where(rows["phase"].to_numpy() == 0, "dispatch", "result"),
-                    "producer_id": rows["producer_id"].to_numpy(),
+                    "scope": self.scope,
+                    "scope_key": pd.Series(self.key, dtype=object),
+                    "cluster": cluster,
+                    "broker_name": pd.Series(self.broker, dtype=object),
+                    "event_id": pd.Series(self.event_id, dtype=object),
+                    "event_time": self.time,
+                    "latency_ms": self.latency,
+                    "isolation": self.isolation,
+                    "reachable": np.where(line5, self.reachable, True),
+                    "not_available_ms": self.dur,
+                    "available_from": self.start,
+                    "profile": pd.Series(self.profile_name, dtype=object),
+                    "outcome": pd.Series(self.outcome, dtype=object),
+                    "phase": np.where(self.phase == 0, "dispatch", "result"),
+                    "producer_id": pd.Series(self.producer_id, dtype=object),
                 }
             ),
         )
-        seq = rows[
-            [
-                "time",
-                "event_id",
-                "phase",
-                "broker",
-                "start",
-                "latency",
-                "isolation",
-                "reachable",
-                "dur",
-                "outcome",
-            ]
+        n = len(self.key)
+        pair = self.pair
+        order = np.arange(n, dtype=np.float64)
+        removal = np.zeros(n, dtype=bool)
+        cols = {
+            "time": self.time,
+            "event_id": self.event_id,
+            "start": self.start,
+            "latency": self.latency,
+            "isolation": self.isolation,
+            "reachable": self.reachable,
+            "dur": self.dur,
+            "outcome": self.outcome,
+        }
+        removals = [(k, r) for k, v in self.views.items() for r in v.removals]
+        if removals:
+            index = {tuple(p): i for i, p in enumerate(self.pairs)}
+            extra_pair = []
+            for k, (b, _p, _t, _e) in removals:
+                if (k, b) not in index:
+                    index[(k, b)] = len(self.pairs)
+                    self.pairs.append([k, b])
+                    it = self.init[k].get(b)
+                    self.init_start = np.append(self.init_start, it[2] if it else NO_ITEM)
+                    self.init_pending = np.append(self.init_pending, bool(it[5]) if it else False)
+                    self.init_cause = np.append(self.init_cause, it[6] if it else "")
+                extra_pair.append(index[(k, b)])
+            pair = np.append(pair, extra_pair)
+            order = np.append(order, [p + 0.5 for _, (_b, p, _t, _e) in removals])
+            removal = np.append(removal, np.ones(len(removals), dtype=bool))
+            extras = {
+                "time": [t for _, (_b, _p, t, _e) in removals],
+                "event_id": [e for _, (_b, _p, _t, e) in removals],
+                "start": [NO_ITEM] * len(removals),
+                "latency": [0] * len(removals),
+                "isolation": [False] * len(removals),
+                "reachable": [True] * len(removals),
+                "dur": [0] * len(removals),
+                "outcome": [""] * len(removals),
+            }
+            cols = {c: np.append(v, np.asarray(extras[c], dtype=v.dtype)) for c, v in cols.items()}
+        decisions, last = _decide(
+            pair,
+            order,
+            removal,
+            cols,
+            self.init_start,
+            self.init_pending,
+            self.init_cause,
+            clock_end,
+        )
+        by_key: dict[str, dict[str, list[Any]]] = {}
+        for p, item in last.items():
+            k, b = self.pairs[p]
+            item[0] = b
+            by_key.setdefault(k, {})[b] = item
+        keyed = [
+            (*self.pairs[p], d, at, until, why, cause, o)
+            for p, d, at, until, why, cause, o in decisions
         ]
-        seq = seq.assign(removal=False, order=rows["pos"].to_numpy(np.float64))
-        if self.removals:
-            extra = pd.DataFrame(
-                [
-                    {
-                        "time": t,
-                        "event_id": e,
-                        "phase": 2,
-                        "broker": b,
-                        "start": NO_ITEM,
-                        "latency": 0,
-                        "isolation": False,
-                        "reachable": True,
-                        "dur": 0,
-                        "outcome": "",
-                        "removal": True,
-                        "order": p + 0.5,
-                    }
-                    for b, p, t, e in self.removals
-                ]
+        for key in self.init:
+            self._store(key, by_key.get(key, {}), clock_end, keyed)
+        return _emit(self.scope, cluster, self.profiles.__getitem__, keyed, out)
+
+    def _store(
+        self, key: str, last: dict[str, list[Any]], clock_end: int, decisions: list[Any]
+    ) -> None:
+        """The key's items after the batch, in the table's iteration order; isolations of
+        brokers without updates that ran out on the clock end."""
+        tstate = self.tstates[key]
+        view = self.views.get(key)
+        init = self.init[key]
+        if view is not None:
+            names = list(view.final_order())
+            tstate["cap"] = view.order.capacity
+            tstate["worst"] = view.worst
+        elif all(b in init for b in last):
+            names = [it[0] for it in tstate["items"]]
+        else:
+            firsts = sorted(
+                (int(self.positions(key)[self.broker[self.positions(key)] == b][0]), b)
+                for b in last
+                if b not in init
             )
-            seq = pd.concat([seq, extra], ignore_index=True)
-        decisions, last = _decide(seq, self.init, clock_end)
-        changes: list[tuple[int, int, str, str, str, int | None]] = []
-        # brokers without updates in this batch whose isolation ran out on the clock
-        items = []
-        for b in self.order:
-            if b in last:
-                items.append(last[b])
-                continue
-            it = list(self.init[b])
-            if it[5] and it[2] <= clock_end:
-                decisions.append((b, "RESTORE", it[2], it[2], "isolation ended", it[6], 0))
-                it[5] = False
-            items.append(it)
-        for b, decision, at, until, _reason, cause, order in decisions:
-            changes.append(
-                (at, order, cause, b, decision, None if decision == "RESTORE" else until)
-            )
-        if decisions:
-            d = pd.DataFrame(
-                decisions,
-                columns=[
-                    "broker_name",
-                    "decision",
-                    "effective_at",
-                    "available_from",
-                    "reason",
-                    "cause_event_id",
-                    "_order",
-                ],
-            ).drop(columns="_order")
-            out.add("broker_decisions", d.assign(**base, profile=self.profile.name))
-        self.tstate["items"] = items
-        self.tstate["cap"] = self.order.capacity
-        self.tstate["worst"] = self.worst
-        return changes
+            hashmap = _ConcurrentHashMapOrder(tstate["cap"], [it[0] for it in tstate["items"]])
+            size = len(tstate["items"])
+            for _, b in firsts:
+                size += 1
+                hashmap.add(b, size)
+            names = list(hashmap)
+            tstate["cap"] = hashmap.capacity
+        tstate["items"] = _settle(key, names, last, init, clock_end, decisions)
+        tstate["due"] = min((it[2] for it in tstate["items"] if it[5]), default=None)
+
+
+def _settle(
+    key: str,
+    names: list[str],
+    last: dict[str, list[Any]],
+    init: dict[str, list[Any]],
+    clock_end: int,
+    decisions: list[Any],
+) -> list[list[Any]]:
+    items = []
+    for b in names:
+        if b in last:
+            items.append(last[b])
+            continue
+        it = list(init[b])
+        if it[5] and it[2] <= clock_end:
+            decisions.append((key, b, "RESTORE", it[2], it[2], "isolation ended", it[6], 0))
+            it[5] = False
+        items.append(it)
+    return items
+
+
+def _expire_idle(key: str, tstate: dict[str, Any], clock_end: int, decisions: list[Any]) -> None:
+    """A table without rows this batch: isolations that ran out on the clock end."""
+    due = tstate.get("due", -(2**63))
+    if due is None or due > clock_end:
+        return
+    init = {it[0]: it for it in tstate["items"]}
+    tstate["items"] = _settle(
+        key, [it[0] for it in tstate["items"]], {}, init, clock_end, decisions
+    )
+    tstate["due"] = min((it[2] for it in tstate["items"] if it[5]), default=None)
+
+
+def _emit(
+    scope: str,
+    cluster: str,
+    profile_of: Callable[[str], Profile],
+    decisions: list[Any],
+    out: _Out,
+) -> dict[str, list[Change]]:
+    """broker_decisions rows; each key's availability changes for the routing table."""
+    changes: dict[str, list[Change]] = {}
+    for k, b, decision, at, until, _why, cause, o in decisions:
+        changes.setdefault(k, []).append(
+            (at, o, cause, b, decision, None if decision == "RESTORE" else until)
+        )
+    if decisions:
+        d = pd.DataFrame(
+            decisions,
+            columns=[
+                "scope_key",
+                "broker_name",
+                "decision",
+                "effective_at",
+                "available_from",
+                "reason",
+                "cause_event_id",
+                "_order",
+            ],
+        ).drop(columns="_order")
+        d["profile"] = [profile_of(k).name for k in d["scope_key"]]
+        out.add("broker_decisions", d.assign(scope=scope, cluster=cluster))
+    return changes
 
 
 def _decide(
-    seq: pd.DataFrame, init: Mapping[str, list[Any]], clock_end: int
-) -> tuple[list[tuple[str, str, int, int, str, str, int]], dict[str, list[Any]]]:
-    """Availability changes per broker from its sequence of starts (vectorized), and each
-    broker's final item ``[name, latency, start, reachable, updated_at, pending, cause]``."""
-    if len(seq) == 0:
+    pair: np.ndarray,
+    order: np.ndarray,
+    removal: np.ndarray,
+    cols: dict[str, np.ndarray],
+    init_start: np.ndarray,
+    init_pending: np.ndarray,
+    init_cause: np.ndarray,
+    clock_end: int,
+) -> tuple[list[tuple[int, str, int, int, str, str, int]], dict[int, list[Any]]]:
+    """Availability changes per (key, broker) pair from its sequence of starts (vectorized), and
+    each pair's final item ``[name, latency, start, reachable, updated_at, pending, cause]``.
+    Decisions are ``(pair, decision, effective_at, available_from, reason, cause, order)``."""
+    if len(pair) == 0:
         return [], {}
-    seq = seq.sort_values(["broker", "order"], kind="stable", ignore_index=True)
-    b = seq["broker"].to_numpy()
-    t = seq["time"].to_numpy(np.int64)
-    start = seq["start"].to_numpy(np.int64)
-    eid = seq["event_id"].to_numpy(object)
-    first = np.ones(len(seq), dtype=bool)
-    first[1:] = b[1:] != b[:-1]
-    init_start = np.array([init[x][2] if x in init else NO_ITEM for x in b[first]], dtype=np.int64)
-    init_pending = np.array(
-        [bool(init[x][5]) if x in init else False for x in b[first]], dtype=bool
-    )
-    init_cause = np.array([init[x][6] if x in init else "" for x in b[first]], dtype=object)
-    group = np.cumsum(first) - 1
+    by = np.lexsort((order, pair))
+    p = pair[by]
+    t = cols["time"][by]
+    start = cols["start"][by]
+    eid = cols["event_id"][by]
+    removal = removal[by]
+    first = np.ones(len(p), dtype=bool)
+    first[1:] = p[1:] != p[:-1]
+    group = p  # each row's pair: its initial values are indexed by it
     iso = start > t
     prev_start = np.where(first, init_start[group], np.roll(start, 1))
     prev_iso = np.where(first, init_pending[group], np.roll(iso, 1))
     changed = first & (start != init_start[group]) | ~first & (start != np.roll(start, 1))
-    changed |= seq["removal"].to_numpy(bool)
+    changed |= removal
+    run = np.cumsum(first) - 1
     cause = pd.Series(np.where(changed, eid, np.array(None, dtype=object)), dtype="object")
-    cause_filled = cause.groupby(group).ffill()
+    cause_filled = cause.groupby(run).ffill()
     cause_filled = cause_filled.where(
         cause_filled.notna(), pd.Series(init_cause[group], dtype="object")
     )
@@ -689,12 +906,11 @@ def _decide(
     extend = still & iso & (start > prev_start)
     shorten = still & iso & (start < prev_start)
     cleared = still & ~iso
-    removal = seq["removal"].to_numpy(bool)
-    latency = seq["latency"].to_numpy(np.int64)
-    reachable = seq["reachable"].to_numpy(bool)
-    outcome = seq["outcome"].to_numpy(object)
-    isolation = seq["isolation"].to_numpy(bool)
-    duration = seq["dur"].to_numpy(np.int64)
+    latency = cols["latency"][by]
+    reachable = cols["reachable"][by]
+    outcome = cols["outcome"][by]
+    isolation = cols["isolation"][by]
+    duration = cols["dur"][by]
 
     def why(i: int) -> str:
         what = f"{outcome[i]} after {latency[i]} ms"
@@ -702,42 +918,36 @@ def _decide(
             what += " (isolation)"
         return f"{what}: not available for {duration[i]} ms"
 
-    decisions: list[tuple[str, str, int, int, str, str, int]] = []
-    for i in np.flatnonzero(expired):
+    decisions: list[tuple[int, str, int, int, str, str, int]] = []
+    for i in np.flatnonzero(expired).tolist():
         decisions.append(
-            (
-                b[i],
-                "RESTORE",
-                int(prev_start[i]),
-                int(prev_start[i]),
-                "isolation ended",
-                prev_cause[i],
-                0,
-            )
-        )
+            (int(p[i]), "RESTORE", int(prev_start[i]), int(prev_start[i]), "isolation ended",
+             prev_cause[i], 0)
+        )  # fmt: skip
     for mask, name in ((isolate, "ISOLATE"), (extend, "EXTEND"), (shorten, "SHORTEN")):
-        for i in np.flatnonzero(mask):
-            decisions.append((b[i], name, int(t[i]), int(start[i]), why(int(i)), eid[i], 1))
-    for i in np.flatnonzero(cleared):
+        for i in np.flatnonzero(mask).tolist():
+            decisions.append((int(p[i]), name, int(t[i]), int(start[i]), why(i), eid[i], 1))
+    for i in np.flatnonzero(cleared).tolist():
         reason = (
             "removed from the fault table: pickOneAtLeast's broker has no write queues in the route"
             if removal[i]
             else "a later update ended the isolation at once (4.x overwrite)"
         )
-        decisions.append((b[i], "RESTORE", int(t[i]), int(t[i]), reason, eid[i], 1))
-    last: dict[str, list[Any]] = {}
-    ends = np.append(np.flatnonzero(first)[1:], len(seq)) - 1
-    for i in ends:
+        decisions.append((int(p[i]), "RESTORE", int(t[i]), int(t[i]), reason, eid[i], 1))
+    last: dict[int, list[Any]] = {}
+    ends = np.append(np.flatnonzero(first)[1:], len(p)) - 1
+    for i in ends.tolist():
         if removal[i]:
             continue  # the broker left the table; a later update re-adds it
         pending = bool(iso[i])
         if pending and start[i] <= clock_end:
             decisions.append(
-                (b[i], "RESTORE", int(start[i]), int(start[i]), "isolation ended", cause_arr[i], 0)
-            )
+                (int(p[i]), "RESTORE", int(start[i]), int(start[i]), "isolation ended",
+                 cause_arr[i], 0)
+            )  # fmt: skip
             pending = False
-        last[b[i]] = [
-            b[i],
+        last[int(p[i])] = [
+            None,  # the broker's name: filled in by the caller
             int(latency[i]),
             int(start[i]),
             bool(reachable[i]),
@@ -762,79 +972,81 @@ class _Run:
             out,
             clock_end,
         )
-        self.tables: dict[tuple[str, str], _Table] = {}
-        self.changes: dict[tuple[str, str], list[tuple[int, int, str, str, str, int | None]]] = {}
-        self.initial_isolated: dict[tuple[str, str], dict[str, int]] = {}
+        self.tables: dict[str, _ScopeTables] = {}
+        self.changes: dict[str, dict[str, list[Change]]] = {}
+        self.items_at_start: dict[str, dict[str, list[list[Any]]]] = {}
         self.route_changes: list[tuple[int, int, str, str]] = []  # time, order, event_id, topic
         self.route_history: list[tuple[int, int, str, dict[str, Route]]] = []
-        self.routes_at_start = self._effective_routes()
+        self.routes_at_start = self._effective_routes({})
+        self._routes_now = self.routes_at_start
+        self._route_facts: dict[int, tuple[Route, str, list[list[Any]], Any]] = {}
+        self._route_brokers: dict[int, tuple[Route, frozenset[str]]] = {}
         self.new_topics: dict[str, dict[str, tuple[int, str]]] = {}
         self.first_event: tuple[int, str] | None = None
+        self._next_scan = -(2**63)
+        """No NameServer scan can drop a broker before this time (the first call finds out)."""
 
     # tables
 
     def prepare_tables(self, scope: str, sends: pd.DataFrame) -> None:
         config = self.config
+        self.items_at_start[scope] = {k: t["items"] for k, t in self.state["tables"][scope].items()}
         if scope == CLUSTER:
             # the cluster's table exists from its first event, so that its routing table is
             # published from the first route on, whichever batch the first send falls in
-            self._tstate(scope, self.cluster, config.cluster_profile)["profile"] = (
-                config.cluster_profile
-            )
+            self._tstate(scope, self.cluster)["profile"] = config.cluster_profile
             profiles = pd.Series(config.cluster_profile, index=sends.index)
             chosen = sends
-            keys = pd.Series(self.cluster, index=sends.index)
         else:
             chosen = sends[sends["latency_fault_enable"].to_numpy(bool)]
             profiles = chosen["client_profile"]
-            keys = chosen["producer_id"]
             firsts = chosen.drop_duplicates(["producer_id", "topic"])
             for pid, topic, t, eid in firsts[
                 ["producer_id", "topic", "event_time", "event_id"]
             ].itertuples(index=False):
-                tstate = self._tstate(scope, str(pid), None)
+                tstate = self._tstate(scope, str(pid))
                 if topic not in tstate["topics"]:
                     tstate["topics"] = sorted([*tstate["topics"], topic])
                     self.new_topics.setdefault(str(pid), {})[topic] = (int(t), str(eid))
         if len(chosen) == 0:
             return
         rows = _report_rows(chosen, profiles, config)
-        rows["key"] = keys.to_numpy()[0] if scope == CLUSTER else rows["producer_id"]
-        for key, group in rows.groupby("key", sort=True):
-            # a producer's table follows the profile of its latest event
-            profile = config.profile(str(group["profile"].iloc[-1]))
-            tstate = self._tstate(scope, str(key), profile.name)
-            tstate["profile"] = profile.name
-            table = _Table(
-                scope, str(key), profile, tstate, group.drop(columns="key").reset_index(drop=True)
-            )
-            self.out.stats["stale"] += table.stale
-            self.tables[(scope, str(key))] = table
+        rows["key"] = self.cluster if scope == CLUSTER else rows["producer_id"]
+        # a producer's table follows the profile of its latest event
+        latest = rows.groupby("key", sort=False)["profile"].last()
+        key_profiles = {str(k): config.profile(str(p)) for k, p in latest.items()}
+        tstates = {}
+        for key, profile in key_profiles.items():
+            tstates[key] = self._tstate(scope, key)
+            tstates[key]["profile"] = profile.name
+        tables = _ScopeTables(scope, tstates, key_profiles, rows)
+        self.out.stats["stale"] += tables.stale
+        self.tables[scope] = tables
 
-    def _tstate(self, scope: str, key: str, profile: str | None) -> dict[str, Any]:
+    def _tstate(self, scope: str, key: str) -> dict[str, Any]:
         tables = self.state["tables"][scope]
         if key not in tables:
-            tables[key] = {"profile": profile, "items": [], "cap": 32, "worst": None, "topics": []}
+            tables[key] = {"profile": None, "items": [], "cap": 32, "worst": None, "topics": []}
         tstate: dict[str, Any] = tables[key]
-        if (scope, key) not in self.initial_isolated:
-            self.initial_isolated[(scope, key)] = {it[0]: it[2] for it in tstate["items"] if it[5]}
         return tstate
 
     def finish_tables(self, scope: str) -> None:
-        for (s, key), tstate in list(self._all_tables(scope)):
-            table = self.tables.get((s, key))
-            if table is None:
-                # no updates this batch: isolations may still run out on the clock
-                profile = self.config.profile(tstate["profile"] or self.config.cluster_profile)
-                empty = pd.DataFrame({c: pd.Series(dtype=d) for c, d in _ROW_DTYPES.items()})
-                self._tstate(s, key, profile.name)
-                table = _Table(s, key, profile, tstate, empty)
-            self.changes[(s, key)] = table.finish(self.cluster, self.clock_end, self.out)
-
-    def _all_tables(self, scope: str) -> Iterable[tuple[tuple[str, str], dict[str, Any]]]:
+        tables = self.tables.get(scope)
+        changes = tables.finish(self.cluster, self.clock_end, self.out) if tables else {}
+        expired: list[Any] = []
         for key, tstate in self.state["tables"][scope].items():
-            if tstate["profile"] is not None:
-                yield (scope, key), tstate
+            if tstate["profile"] is not None and (tables is None or key not in tables.init):
+                _expire_idle(key, tstate, self.clock_end, expired)
+        profiles = self.state["tables"][scope]
+        for key, more in _emit(
+            scope, self.cluster, lambda k: self.config.profile(profiles[k]["profile"]), expired,
+            self.out,
+        ).items():  # fmt: skip
+            changes.setdefault(key, []).extend(more)
+        self.changes[scope] = changes
+
+    def _isolated_at_start(self, scope: str, key: str) -> dict[str, int]:
+        return {it[0]: it[2] for it in self.items_at_start[scope].get(key, ()) if it[5]}
 
     # the sequential timeline: NameServer, routes and routing decisions
 
@@ -871,11 +1083,14 @@ class _Run:
         self._scans_until(self.clock_end)
 
     def _scans_until(self, now: int) -> None:
-        timeout, interval = self.config.heartbeat_timeout_ms, self.config.scan_interval_ms
+        if now < self._next_scan:
+            return
+        timeout = self.config.heartbeat_timeout_ms
+        self._next_scan = 2**63
         for broker, hb in sorted(self.state["heartbeats"].items()):
             if hb["expired"]:
                 continue
-            scan = ((hb["last"] + timeout) // interval + 1) * interval
+            scan = self._scan_after(hb["last"])
             if scan <= now:
                 hb["expired"] = True
                 self.out.rows(
@@ -891,6 +1106,13 @@ class _Run:
                     ],
                 )
                 self._route_changed(scan, 0, hb["eid"], broker=broker)
+            else:
+                self._next_scan = min(self._next_scan, scan)
+
+    def _scan_after(self, heartbeat: int) -> int:
+        """The NameServer scan that drops a broker whose last heartbeat was at ``heartbeat``."""
+        interval = self.config.scan_interval_ms
+        return ((heartbeat + self.config.heartbeat_timeout_ms) // interval + 1) * interval
 
     def _heartbeat(self, row: Any) -> None:
         hb = self.state["heartbeats"].get(row.broker_name)
@@ -900,6 +1122,7 @@ class _Run:
             "expired": False,
             "eid": row.event_id,
         }
+        self._next_scan = min(self._next_scan, self._scan_after(at))
         if hb is not None and hb["expired"]:
             self.out.rows(
                 "broker_decisions",
@@ -948,19 +1171,33 @@ class _Run:
         )
         for tp in topics:
             self.route_changes.append((t, order, eid, tp))
-        self.route_history.append((t, order, eid, self._effective_routes()))
+        self._routes_now = self._effective_routes(self._routes_now)
+        self.route_history.append((t, order, eid, self._routes_now))
 
     def _declared_routes(self) -> dict[str, list[list[Any]]]:
         routes = {tp: [list(e) for e in r] for tp, r in self.config.static_routes.items()}
         routes.update(self.state["routes"])
         return routes
 
-    def _effective_routes(self) -> dict[str, Route]:
+    def _effective_routes(self, before: dict[str, Route]) -> dict[str, Route]:
+        """The routes without the brokers the NameServer dropped; a topic whose route did not
+        change keeps the same object as in ``before``."""
         expired = {b for b, hb in self.state["heartbeats"].items() if hb["expired"]}
-        return {
-            tp: tuple((e[0], int(e[1]), int(e[2])) for e in sorted(r) if e[0] not in expired)
-            for tp, r in self._declared_routes().items()
-        }
+        routes = {}
+        for tp, r in self._declared_routes().items():
+            route = tuple((e[0], int(e[1]), int(e[2])) for e in sorted(r) if e[0] not in expired)
+            routes[tp] = before[tp] if before.get(tp) == route else route
+        return routes
+
+    def _facts(self, route: Route) -> tuple[Route, str, list[list[Any]], Any]:
+        """A route's digest, fresh queues and write queue numbers, worked out once per batch."""
+        facts = self._route_facts.get(id(route))
+        if facts is None:
+            fresh = TopicPublishInfo.from_route(route)
+            queues = [[q.broker_name, q.queue_id] for q in fresh.queues]
+            facts = (route, _digest([list(e) for e in route]), queues, fresh.write_queue_nums)
+            self._route_facts[id(route)] = facts  # the route is kept in facts: its id stays
+        return facts
 
     def _routing_decision(self, scope: str, row: Any) -> None:
         config = self.config
@@ -971,8 +1208,9 @@ class _Run:
             key = producer
             profile = config.profile(row.client_profile)
             enable = bool(row.latency_fault_enable)
-        table = self.tables.get((scope, key))
-        route = self._effective_routes().get(row.topic, ())
+        tables = self.tables.get(scope)
+        table = tables.view(key) if tables is not None else None
+        route = self._routes_now.get(row.topic, ())
         base = {
             "event_id": row.event_id,
             "scope": scope,
@@ -1004,25 +1242,24 @@ class _Run:
             return
         pkey = f"{scope}|{key}|{producer}|{row.topic}"
         pub = self.state["pubinfo"].get(pkey)
-        signature = [list(e) for e in route]
-        if pub is None or pub["route"] != signature:
-            fresh = TopicPublishInfo.from_route(route, topic=row.topic)
+        _, digest, fresh_queues, wqn = self._facts(route)
+        if pub is None or pub["route"] != digest:
             pub = {
-                "route": signature,
-                "queues": [[q.broker_name, q.queue_id] for q in fresh.queues],
-                "wqn": fresh.write_queue_nums,
+                "route": digest,
+                "queues": None,  # the route's own
                 "index": None,
                 "seed": f"{row.event_time}|{row.event_id}",
             }
             self.state["pubinfo"][pkey] = pub
         info = TopicPublishInfo(
-            [MessageQueue(b, q, row.topic) for b, q in pub["queues"]],
-            pub["wqn"],
+            [MessageQueue(b, q, row.topic) for b, q in pub["queues"] or fresh_queues],
+            wqn,
             pub["index"],
             _rng(config.seed, pkey, pub["seed"], row.event_id),
         )
         if table is not None:
-            pos = table.position_of(row.event_id)
+            assert tables is not None
+            pos = tables.position_of(row.event_id)
             fault = table.snapshot(pos, _rng(config.seed, scope, key, row.event_id))
         else:
             pos, fault = -1, FaultTable(profile, rng=_rng(config.seed, scope, key, row.event_id))
@@ -1034,7 +1271,8 @@ class _Run:
             table.worst = fault.worst_index
             if sel.removed is not None:
                 table.remove(sel.removed, pos, int(row.event_time), row.event_id)
-        pub["queues"] = [[q.broker_name, q.queue_id] for q in info.queues]
+        queues = [[q.broker_name, q.queue_id] for q in info.queues]
+        pub["queues"] = None if queues == fresh_queues else queues
         pub["index"] = info.index
         self.out.rows(
             "routing_decisions",
@@ -1053,23 +1291,28 @@ class _Run:
 
     # the routing table: each change of a topic's selectable queues, per scope key
 
+    def _brokers_of(self, route: Route) -> frozenset[str]:
+        brokers = self._route_brokers.get(id(route))
+        if brokers is None:
+            brokers = self._route_brokers[id(route)] = (route, frozenset(b for b, _, _ in route))
+        return brokers[1]
+
     def routing_table(self) -> None:
         for scope in self.config.scopes:
-            for (s, key), tstate in list(self._all_tables(scope)):
-                self._routing_table_for(s, key, tstate)
+            for key, tstate in self.state["tables"][scope].items():
+                if tstate["profile"] is not None:
+                    self._routing_table_for(scope, key)
 
-    def _routing_table_for(self, scope: str, key: str, tstate: dict[str, Any]) -> None:
+    def _routing_table_for(self, scope: str, key: str) -> None:
         last = self.state["routing_table"].setdefault(f"{scope}|{key}", {})
         known = set(last)
-        isolated = dict(self.initial_isolated.get((scope, key), {}))
+        isolated = self._isolated_at_start(scope, key)
         routes = self.routes_at_start
         # (time, order, event_id, kind, payload): 0 route snapshot, 1 availability, 2 new topic
         points: list[tuple[int, int, str, int, Any]] = [
             (t, o, e, 0, snapshot) for t, o, e, snapshot in self.route_history
         ]
-        points += [
-            (t, o, e, 1, (b, d, u)) for t, o, e, b, d, u in self.changes.get((scope, key), [])
-        ]
+        points += [(t, o, e, 1, (b, d, u)) for t, o, e, b, d, u in self.changes[scope].get(key, [])]
         if scope == CLUSTER:
             points += [(t, o, e, 2, tp) for t, o, e, tp in self.route_changes]
             if self.first_event is not None:
@@ -1081,6 +1324,7 @@ class _Run:
         rows = []
         for t, _, eid, what, payload in points:
             if what == 0:
+                changed = [tp for tp in known if payload.get(tp) is not routes.get(tp)]
                 routes = payload
             elif what == 1:
                 broker, decision, until = payload
@@ -1088,9 +1332,11 @@ class _Run:
                     isolated.pop(broker, None)
                 else:
                     isolated[broker] = until
+                changed = [tp for tp in known if broker in self._brokers_of(routes.get(tp, ()))]
             else:
                 known.add(payload)
-            for topic in sorted(known):
+                changed = [payload]
+            for topic in sorted(changed):
                 route = routes.get(topic, ())
                 selectable = [
                     [b, q]
@@ -1099,9 +1345,10 @@ class _Run:
                     for q in range(w)
                 ]
                 signature = [selectable, [[b, isolated[b]] for b, _, _ in route if b in isolated]]
-                if last.get(topic) == signature:
+                digest = _digest(signature)
+                if last.get(topic) == digest:
                     continue
-                last[topic] = signature
+                last[topic] = digest
                 rows.append(
                     {
                         "scope": scope,

@@ -93,7 +93,7 @@ def parse(
     lenient: list[int] = []
     bulk: list[int] = []
     for i, v in enumerate(values):
-        if v is None or not v.strip():
+        if not isinstance(v, str) or not v.strip():  # null (a Kafka tombstone) or blank
             malformed[i] = True
         elif "\n" in v or "\r" in v:
             lenient.append(i)  # one record per line for the bulk reader

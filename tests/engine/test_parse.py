@@ -86,7 +86,7 @@ def test_reasons_name_the_fields_and_values() -> None:
 
 
 def test_records_deleted_before_they_were_read_are_data_loss() -> None:
-    table = parse([None, json.dumps(SEND)], ["t/0/5", "t/0/9"], [0, 0], lost=[4, None])
+    table = parse([float("nan"), json.dumps(SEND)], ["t/0/5", "t/0/9"], [0, 0], lost=[4, None])
     assert table.column("reason_code").to_pylist() == ["DATA_LOSS", None]
     assert table.column("reason").to_pylist()[0] == (
         "4 records at t/0/5 were deleted (retention) before they were read; failOnDataLoss=false"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
@@ -58,6 +59,7 @@ class _ConcurrentHashMapOrder:
             self._bins.setdefault(self._bin(name, capacity), []).append(name)
 
     @staticmethod
+    @functools.lru_cache(maxsize=1 << 16)
     def _bin(name: str, capacity: int) -> int:
         h = string_hash(name)
         return ((h ^ ((h & 0xFFFFFFFF) >> 16)) & 0x7FFFFFFF) & (capacity - 1)
