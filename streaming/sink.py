@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
@@ -60,12 +59,9 @@ def create_tables(root: Path) -> None:
         DeltaTable.create(str(root / name), schema=schema, mode="ignore")
 
 
-def write_file(
-    root: Path, name: str, frame: pd.DataFrame, batch_id: int, app_id: str
-) -> dict[str, Any]:
+def write_file(root: Path, name: str, data: pa.Table, batch_id: int, app_id: str) -> dict[str, Any]:
     """Executor side: one table's rows of one task as a Parquet file in the table's folder;
     returns its metadata for the driver's commit."""
-    data = pa.Table.from_pandas(frame, schema=TABLES[name], preserve_index=False)
     data = data.append_column("batch_id", pa.array(np.full(len(data), batch_id, dtype=np.int64)))
     relative = f"{_prefix(app_id, batch_id)}{uuid.uuid4().hex}.parquet"
     path = root / name / relative

@@ -164,7 +164,8 @@ def _rng(seed: int, *parts: object) -> random.Random:
 @dataclass
 class Step:
     state: dict[str, Any]
-    tables: dict[str, pd.DataFrame]
+    tables: dict[str, pa.Table]
+    """Each output table's rows (only tables that got some), typed by ``udfs.schema.TABLES``."""
     stats: dict[str, int]
 
 
@@ -253,9 +254,6 @@ def _with_defaults(sends: pd.DataFrame, config: EngineConfig) -> pd.DataFrame:
     )
 
 
-_NULLABLE = {pa.int32(): pd.Int32Dtype(), pa.int64(): pd.Int64Dtype()}
-
-
 class _Out:
     """Rows per output table, collected as lists of frames."""
 
@@ -276,16 +274,38 @@ class _Out:
             self.parts.setdefault(table, []).append(frame)
 
     def rows(self, table: str, rows: list[dict[str, Any]]) -> None:
-        """Rows made one decision at a time; they become one frame at the end."""
+        """Rows made one decision at a time; they become one table at the end."""
         self.records.setdefault(table, []).extend(rows)
 
-    def frames(self) -> dict[str, pd.DataFrame]:
-        for table, rows in self.records.items():
-            if rows:  # typed by the table's schema, so a column's type never depends on the rows
-                typed = pa.Table.from_pylist(rows, schema=TABLES[table])
-                self.add(table, typed.to_pandas(types_mapper=_NULLABLE.get))
+    def frames(self) -> dict[str, pa.Table]:
+        """Each table's rows, typed by its schema, so a column's type never depends on the
+        rows. Nested lists already made as Arrow arrays (a routing table shared by many scope
+        keys) are joined as they are."""
+        tables = {}
+        for name in [*self.parts, *(n for n in self.records if n not in self.parts)]:
+            schema = TABLES[name]
+            pieces = [
+                pa.Table.from_pandas(f, schema=schema, preserve_index=False)
+                for f in self.parts.get(name, [])
+            ]
+            rows = self.records.get(name)
+            if rows:
+                pieces.append(_from_rows(rows, schema))
+            if pieces:
+                tables[name] = pa.concat_tables(pieces)
         self.records = {}
-        return {k: pd.concat(v, ignore_index=True) for k, v in self.parts.items()}
+        return tables
+
+
+def _from_rows(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
+    columns = {}
+    for column in schema:
+        values = [r[column.name] for r in rows]
+        if isinstance(values[0], pa.Array):
+            columns[column.name] = pa.concat_arrays(values).cast(column.type)
+        else:
+            columns[column.name] = pa.array(values, type=column.type)
+    return pa.table(columns, schema=schema)
 
 
 def _quarantine_rows(records: pd.DataFrame, code: Any, reason: Any) -> pd.DataFrame:
@@ -981,6 +1001,7 @@ class _Run:
         self._routes_now = self.routes_at_start
         self._route_facts: dict[int, tuple[Route, str, list[list[Any]], Any]] = {}
         self._route_brokers: dict[int, tuple[Route, frozenset[str]]] = {}
+        self._tables_made: dict[tuple[int, Any], tuple[str, pa.Array, pa.Array]] = {}
         self.new_topics: dict[str, dict[str, tuple[int, str]]] = {}
         self.first_event: tuple[int, str] | None = None
         self._next_scan = -(2**63)
@@ -1303,6 +1324,34 @@ class _Run:
                 if tstate["profile"] is not None:
                     self._routing_table_for(scope, key)
 
+    def _table_of(
+        self, route: Route, isolated: tuple[tuple[str, int], ...]
+    ) -> tuple[str, pa.Array, pa.Array]:
+        """A topic's routing table for a route and its isolated brokers: its digest and its
+        rows' two lists (as one-row Arrow arrays), made once per batch however many scope keys
+        share them."""
+        cache_key = (id(route), isolated)
+        made = self._tables_made.get(cache_key)
+        if made is None:
+            out = {b for b, _ in isolated}
+            selectable = [
+                [b, q] for b, w, perm in route if perm & 2 and b not in out for q in range(w)
+            ]
+            made = (
+                _digest([selectable, [list(x) for x in isolated]]),
+                pa.array(
+                    [[{"broker_name": b, "queue_id": q} for b, q in selectable]],
+                    TABLES["routing_table"].field("selectable").type,
+                ),
+                pa.array(
+                    [[{"broker_name": b, "until": u} for b, u in isolated]],
+                    TABLES["routing_table"].field("isolated").type,
+                ),
+            )
+            self._tables_made[cache_key] = made
+            self._route_brokers.setdefault(id(route), (route, frozenset(b for b, _, _ in route)))
+        return made
+
     def _routing_table_for(self, scope: str, key: str) -> None:
         last = self.state["routing_table"].setdefault(f"{scope}|{key}", {})
         known = set(last)
@@ -1338,14 +1387,8 @@ class _Run:
                 changed = [payload]
             for topic in sorted(changed):
                 route = routes.get(topic, ())
-                selectable = [
-                    [b, q]
-                    for b, w, perm in route
-                    if perm & 2 and b not in isolated
-                    for q in range(w)
-                ]
-                signature = [selectable, [[b, isolated[b]] for b, _, _ in route if b in isolated]]
-                digest = _digest(signature)
+                isolated_here = tuple((b, isolated[b]) for b, _, _ in route if b in isolated)
+                digest, selectable, isolated_rows = self._table_of(route, isolated_here)
                 if last.get(topic) == digest:
                     continue
                 last[topic] = digest
@@ -1357,8 +1400,8 @@ class _Run:
                         "topic": topic,
                         "effective_at": int(t),
                         "cause_event_id": eid,
-                        "selectable": [{"broker_name": b, "queue_id": q} for b, q in selectable],
-                        "isolated": [{"broker_name": b, "until": u} for b, u in signature[1]],
+                        "selectable": selectable,
+                        "isolated": isolated_rows,
                     }
                 )
         self.out.rows("routing_table", rows)

@@ -7,7 +7,7 @@ import pandas as pd
 import pyarrow as pa
 
 from udfs import engine
-from udfs.schema import EVENTS
+from udfs.schema import EVENTS, TABLES
 
 T0 = 1_795_255_200_000  # 2026-11-21 10:00:00 UTC
 
@@ -109,10 +109,20 @@ def run(
     return engine.advance("c", state, frame(rows), config or engine.EngineConfig())
 
 
+NULLABLE = {pa.int32(): pd.Int32Dtype(), pa.int64(): pd.Int64Dtype()}
+
+
+def table(step: engine.Step, name: str) -> pd.DataFrame:
+    """A table's rows of the step as pandas (nullable integers stay integers): empty, with the
+    table's columns, when it got none."""
+    rows = step.tables[name] if name in step.tables else TABLES[name].empty_table()
+    return rows.to_pandas(types_mapper=NULLABLE.get)
+
+
 def decisions(step: engine.Step, scope: str | None = None) -> list[tuple[str, str, str, int, int]]:
-    d = step.tables.get("broker_decisions")
-    if d is None:
+    if "broker_decisions" not in step.tables:
         return []
+    d = table(step, "broker_decisions")
     if scope is not None:
         d = d[d["scope"] == scope]
     return sorted(

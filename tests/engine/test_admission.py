@@ -14,8 +14,7 @@ CONFIG = engine.EngineConfig(allowed_lateness_ms=60_000, max_future_skew_ms=HOUR
 
 
 def _rows(step: engine.Step, table: str) -> list[dict[str, Any]]:
-    rows = step.tables.get(table)
-    return [] if rows is None else list(json.loads(rows.to_json(orient="records")))
+    return step.tables[table].to_pylist() if table in step.tables else []
 
 
 def test_late_events_are_kept_apart_and_change_nothing() -> None:
@@ -29,7 +28,7 @@ def test_late_events_are_kept_apart_and_change_nothing() -> None:
         "duplicates": 0,
         "stale": 0,
     }
-    assert list(second.tables["late_events"]["event_id"]) == ["late"]
+    assert list(second.tables["late_events"].column("event_id").to_pylist()) == ["late"]
     assert second.state["clock"] == T0 + 100_000
 
 
@@ -44,7 +43,7 @@ def test_an_event_later_than_its_ingest_time_plus_the_skew_is_from_the_future() 
         ],
         CONFIG,
     )
-    quarantine = step.tables["quarantine"]
+    quarantine = step.tables["quarantine"].to_pandas()
     assert [json.loads(r)["event_id"] for r in quarantine["raw"]] == ["future"]
     assert list(quarantine["reason_code"]) == ["FUTURE_EVENT_TIME"]
     assert quarantine["reason"].iloc[0] == (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.engine.conftest import T0, beat, decisions, route, run, send
+from tests.engine.conftest import T0, beat, decisions, route, run, send, table
 from udfs import engine
 
 CLUSTER_5 = engine.EngineConfig(scopes=("cluster",))
@@ -74,7 +74,7 @@ def test_switch_off_producers_have_no_table_but_feed_the_cluster_view() -> None:
 
 def test_fault_items_one_row_per_update_per_scope() -> None:
     step = run([send("s1", 1000, "a"), send("s2", 1001, "b", "REMOTING_EXCEPTION", 0)])
-    items = step.tables["fault_items"]
+    items = table(step, "fault_items")
     assert sorted(
         zip(items["scope"], items["event_id"], items["not_available_ms"], strict=True)
     ) == [
@@ -87,7 +87,7 @@ def test_fault_items_one_row_per_update_per_scope() -> None:
 
 def test_async_reports_the_dispatch_first() -> None:
     step = run([send("s1", 1000, "b", latency=250, mode="ASYNC")], PRODUCER)
-    items = step.tables["fault_items"].sort_values("event_time")
+    items = table(step, "fault_items").sort_values("event_time")
     assert list(
         zip(items["phase"], items["event_time"] - T0, items["latency_ms"], strict=True)
     ) == [
@@ -131,7 +131,7 @@ def test_routing_decisions_only_for_failed_attempts_with_attempts_left() -> None
             send("s4", 1003, "a"),
         ]
     )
-    rows = step.tables["routing_decisions"]
+    rows = table(step, "routing_decisions")
     assert sorted(
         zip(rows["event_id"], rows["scope"], rows["selected_broker"], rows["rule"], strict=True)
     ) == [
@@ -148,7 +148,7 @@ def test_4_7_equals_quirk_shows_in_routing_decisions() -> None:
         ],
         PRODUCER,
     )
-    row = step.tables["routing_decisions"].iloc[0]
+    row = table(step, "routing_decisions").iloc[0]
     # a is isolated and is the last broker; 4.7.1 accepts only the last broker, so it ends up
     # rewriting a queue to a via pickOneAtLeast
     assert (row["selected_broker"], row["rule"], row["rewritten"]) == (
@@ -167,7 +167,7 @@ def test_routing_table_changes() -> None:
         ],
         CLUSTER_5,
     )
-    rows = step.tables["routing_table"].sort_values("effective_at")
+    rows = table(step, "routing_table").sort_values("effective_at")
     assert [
         (t - T0, [q["broker_name"] for q in s], [i["broker_name"] for i in iso])
         for t, s, iso in zip(
@@ -187,7 +187,7 @@ def test_rejected_records_go_to_quarantine_untouched() -> None:
             beat("h2", 1, "a"),
         ]
     )
-    q = step.tables["quarantine"]
+    q = table(step, "quarantine")
     assert list(q["reason_code"]) == ["WRONG_TYPE"] and step.stats["quarantined"] == 1
     assert step.stats["valid"] == 1
 

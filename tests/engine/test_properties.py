@@ -30,9 +30,9 @@ def _run_in_batches(cuts: list[int]) -> dict[str, list[str]]:
             continue
         step = engine.advance("c", state, frame(ROWS[begin:end]), engine.EngineConfig())
         state = engine.loads(engine.dumps(step.state))  # as Spark stores it
-        for name, df in step.tables.items():
+        for name, rows in step.tables.items():
             tables.setdefault(name, []).extend(
-                json.dumps(r, sort_keys=True, default=str) for r in df.to_dict("records")
+                json.dumps(r, sort_keys=True, default=str) for r in rows.to_pylist()
             )
     return {k: sorted(v) for k, v in tables.items()}
 

@@ -5,18 +5,16 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from tests.engine.conftest import T0, beat, beats, consume, failed, run, send
+from tests.engine.conftest import T0, beat, beats, consume, failed, run, send, table
 from udfs import engine
 from udfs.rocketmq import DelayLevels
 from udfs.schedule import DelayPolicy, kafka_topic
-from udfs.schema import TABLES
 
 LEVELS = DelayLevels.parse()
 
 
 def rows(step: engine.Step, name: str) -> pd.DataFrame:
-    empty = TABLES[name].empty_table().to_pandas()
-    return step.tables.get(name, empty)
+    return table(step, name)
 
 
 def test_every_level_waits_exactly_its_delay_then_leaves_in_queue_order() -> None:
