@@ -151,10 +151,16 @@ def build_query(
     app_id = checkpoint_app_id(checkpoint)
     raw = _source(spark, config, folder)
     lost = F.col("lost") if "lost" in raw.columns else F.lit(None).cast("bigint")
-    # only the raw records cross the shuffle, keyed by their cluster; the operator parses them
-    # (a record without a readable cluster is keyed "default", as the parser defaults it)
+    # only the raw records cross the shuffle, keyed by their cluster; the operator parses them.
+    # faultline's sources read the key; for Spark's Kafka reader the JVM does (a record without
+    # a readable cluster is keyed "default", as the parser defaults it)
+    key = (
+        F.col("key")
+        if "key" in raw.columns
+        else F.coalesce(F.get_json_object("value", "$.cluster"), F.lit("default"))
+    )
     records = raw.select(
-        F.coalesce(F.get_json_object("value", "$.cluster"), F.lit("default")).alias("key"),
+        key.alias("key"),
         "value",
         "origin",
         "ingest_ms",

@@ -27,14 +27,16 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
 from udfs.errors import FaultlineError
+from udfs.parse import cluster_keys
 
-RAW_SCHEMA = "value string, origin string, ingest_ms bigint, lost bigint"
+RAW_SCHEMA = "value string, origin string, ingest_ms bigint, lost bigint, key string"
 _RAW_ARROW = pa.schema(
     [
         ("value", pa.string()),
         ("origin", pa.string()),
         ("ingest_ms", pa.int64()),
         ("lost", pa.int64()),
+        ("key", pa.string()),  # the record's cluster (udfs.parse.cluster_keys)
     ]
 )
 EARLIEST, LATEST = -2, -1
@@ -166,6 +168,7 @@ def read_slice(part: KafkaSlice, chunk: int = 10_000) -> Iterator[pa.RecordBatch
                         pa.array(origins, pa.string()),
                         pa.array(stamps, pa.int64()),
                         pa.nulls(len(values), pa.int64()),
+                        cluster_keys(values),
                     ],
                     schema=_RAW_ARROW,
                 )
@@ -188,6 +191,7 @@ def _lost(part: KafkaSlice, begin: int, end: int) -> pa.RecordBatch:
             pa.array([f"{part.topic}/{part.partition}/{begin}-{end - 1}"], pa.string()),
             pa.array([None], pa.int64()),
             pa.array([end - begin], pa.int64()),
+            pa.array(["default"], pa.string()),
         ],
         schema=_RAW_ARROW,
     )

@@ -27,8 +27,15 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
-RAW_SCHEMA = "value string, origin string, ingest_ms bigint"
-_RAW_ARROW = pa.schema([("value", pa.string()), ("origin", pa.string()), ("ingest_ms", pa.int64())])
+from udfs.parse import cluster_keys
+
+RAW_SCHEMA = "value string, origin string, ingest_ms bigint, key string"
+_RAW_ARROW = pa.schema(
+    [("value", pa.string()), ("origin", pa.string()), ("ingest_ms", pa.int64()),
+     ("key", pa.string())]
+)  # fmt: skip
+"""``key``: the record's cluster (:func:`udfs.parse.cluster_keys`), read here, where the records
+are Python strings anyway, rather than by Spark in the JVM."""
 
 
 def list_files(folder: Path) -> list[Path]:
@@ -74,7 +81,8 @@ def read_slice(path: Path, begin: int, end: int) -> pa.RecordBatch:
     numbers = pa.array(range(begin + 1, begin + 1 + len(values)), pa.int64())
     origins = pc.binary_join_element_wise(pa.scalar(path.name), pc.cast(numbers, pa.string()), ":")
     ingest = pa.array([mtime] * len(values), pa.int64())
-    return pa.RecordBatch.from_arrays([values, origins, ingest], schema=_RAW_ARROW)
+    keys = cluster_keys(values.to_pylist())
+    return pa.RecordBatch.from_arrays([values, origins, ingest, keys], schema=_RAW_ARROW)
 
 
 def _row_json(row: dict[str, Any]) -> str:

@@ -1002,6 +1002,8 @@ class _Run:
         self._route_facts: dict[int, tuple[Route, str, list[list[Any]], Any]] = {}
         self._route_brokers: dict[int, tuple[Route, frozenset[str]]] = {}
         self._tables_made: dict[tuple[int, Any], tuple[str, pa.Array, pa.Array]] = {}
+        self._queues_made: dict[tuple[int, str], list[MessageQueue]] = {}
+        self._route_positions: dict[int, tuple[Route, dict[str, int]]] = {}
         self.new_topics: dict[str, dict[str, tuple[int, str]]] = {}
         self.first_event: tuple[int, str] | None = None
         self._next_scan = -(2**63)
@@ -1210,6 +1212,14 @@ class _Run:
             routes[tp] = before[tp] if before.get(tp) == route else route
         return routes
 
+    def _message_queues(self, route: Route, topic: str) -> list[MessageQueue]:
+        """A fresh TopicPublishInfo's queues for ``route`` (shared: a queue is immutable)."""
+        made = self._queues_made.get((id(route), topic))
+        if made is None:
+            made = [MessageQueue(b, q, topic) for b, q in self._facts(route)[2]]
+            self._queues_made[(id(route), topic)] = made
+        return made
+
     def _facts(self, route: Route) -> tuple[Route, str, list[list[Any]], Any]:
         """A route's digest, fresh queues and write queue numbers, worked out once per batch."""
         facts = self._route_facts.get(id(route))
@@ -1272,8 +1282,13 @@ class _Run:
                 "seed": f"{row.event_time}|{row.event_id}",
             }
             self.state["pubinfo"][pkey] = pub
+        queues = (
+            [MessageQueue(b, q, row.topic) for b, q in pub["queues"]]
+            if pub["queues"] is not None
+            else list(self._message_queues(route, row.topic))
+        )
         info = TopicPublishInfo(
-            [MessageQueue(b, q, row.topic) for b, q in pub["queues"] or fresh_queues],
+            queues,
             wqn,
             pub["index"],
             _rng(config.seed, pkey, pub["seed"], row.event_id),
@@ -1292,8 +1307,8 @@ class _Run:
             table.worst = fault.worst_index
             if sel.removed is not None:
                 table.remove(sel.removed, pos, int(row.event_time), row.event_id)
-        queues = [[q.broker_name, q.queue_id] for q in info.queues]
-        pub["queues"] = None if queues == fresh_queues else queues
+        after = [[q.broker_name, q.queue_id] for q in info.queues]
+        pub["queues"] = None if after == fresh_queues else after
         pub["index"] = info.index
         self.out.rows(
             "routing_decisions",
@@ -1311,6 +1326,15 @@ class _Run:
         )
 
     # the routing table: each change of a topic's selectable queues, per scope key
+
+    def _positions_in(self, route: Route) -> dict[str, int]:
+        """Each broker's place in the route."""
+        made = self._route_positions.get(id(route))
+        if made is None:
+            made = self._route_positions[id(route)] = (
+                route, {b: i for i, (b, _, _) in enumerate(route)}
+            )  # fmt: skip
+        return made[1]
 
     def _brokers_of(self, route: Route) -> frozenset[str]:
         brokers = self._route_brokers.get(id(route))
@@ -1387,7 +1411,12 @@ class _Run:
                 changed = [payload]
             for topic in sorted(changed):
                 route = routes.get(topic, ())
-                isolated_here = tuple((b, isolated[b]) for b, _, _ in route if b in isolated)
+                positions = self._positions_in(route)
+                isolated_here = tuple(
+                    (b, u) for _, b, u in sorted(
+                        (positions[b], b, u) for b, u in isolated.items() if b in positions
+                    )
+                )  # fmt: skip
                 digest, selectable, isolated_rows = self._table_of(route, isolated_here)
                 if last.get(topic) == digest:
                     continue
