@@ -199,6 +199,7 @@ BATCHES = pa.schema(
         ("duplicates", pa.int64()),
         ("write_ms", pa.int64()),
         ("commit_ms", pa.int64()),
+        ("receive_ms", pa.int64()),
         ("parse_ms", pa.int64()),
         ("engine_ms", pa.int64()),
         ("files_ms", pa.int64()),
@@ -211,6 +212,7 @@ one of the ``duplicates`` (an event id applied before), so ``input`` is their su
 counts valid updates older than the FaultItem they would replace.
 
 Timings: ``write_ms`` is the batch's run in Spark (read, shuffle, the operator) plus publishing,
-``commit_ms`` the Delta commits; of the operator, summed over its clusters, ``parse_ms`` parsing,
+``commit_ms`` the Delta commits; of the operator, summed over its clusters, ``receive_ms``
+taking the records over from Spark, ``parse_ms`` parsing,
 ``engine_ms`` the state machine (with loading and saving its state) and ``files_ms`` writing the
 Parquet files. ``state_bytes`` is the size of the state written in this batch."""

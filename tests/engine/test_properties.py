@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -109,3 +110,25 @@ def test_vectorized_updates_equal_the_scalar_fault_table(profile, steps, initial
     init = np.full(len(steps), initial if profile.line == "5" else 0, dtype=np.int64)
     starts = start_timestamps(profile, first, init, np.array(times, dtype=np.int64), durations)
     assert starts.tolist() == expected
+
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_a_version_2_checkpoint_resumes_as_if_this_version_had_written_it() -> None:
+    """``quick-900-v2.json``: the state faultline's version 2 engine (commit 066e226) left after
+    the quick scenario's first 900 events. Read now, it is converted (routes become digests), and
+    the rest of the scenario gives exactly the rows a run from the start gives."""
+    config = engine.EngineConfig()
+    converted = engine.loads((DATA / "quick-900-v2.json").read_text())
+    assert converted["v"] == engine.STATE_VERSION == 3
+    assert all(len(p["route"]) == 24 for p in converted["pubinfo"].values())  # a digest
+    ours = engine.advance("c", None, frame(ROWS[:900]), config).state
+    assert converted["pubinfo"] == ours["pubinfo"]
+    assert converted["routing_table"] == ours["routing_table"]
+    rest = frame(ROWS[900:])
+    after_v2 = engine.advance("c", converted, rest, config)
+    after_v3 = engine.advance("c", engine.loads(engine.dumps(ours)), rest, config)
+    assert after_v2.tables.keys() == after_v3.tables.keys()
+    for name, rows in after_v3.tables.items():
+        assert after_v2.tables[name].equals(rows), name

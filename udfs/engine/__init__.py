@@ -1,0 +1,94 @@
+"""The per-cluster state machine behind the streaming job, free of Spark.
+
+:func:`advance` takes one cluster's state and a batch of its valid events (a pandas frame, rows in
+any order) and returns the new state and the rows for each output table. The Spark layer only
+converts; every decision is made here with :mod:`udfs.rocketmq`.
+
+Time. Each cluster has its own event-time clock: the largest accepted event time. Deadlines
+(an isolation ending, a NameServer scan dropping a broker) fire when the clock reaches them, before
+any event at the same time, so the same events give the same rows however they are split into
+batches. An event older than ``clock - allowed_lateness`` is late: it is kept in ``late_events``
+and changes nothing. An event more than ``max_future_skew`` after its record's ingest time (the
+Kafka timestamp, the file's time) is from the future and quarantined: judged per record, so a
+cluster that was silent for hours is not locked out when it sends again. An event whose
+``event_id`` was already applied is a duplicate: counted, and changes nothing. The ids of the
+events within the allowed lateness are kept for that; older ones would be late anyway.
+
+Stages, each a module, composed in :func:`advance`:
+admission and the clock (``_admission``), the FaultTables of each scope updated together with
+numpy (``_tables``), the sequential timeline of NameServer view, routing decisions and routing
+tables (``_run``), the delay queues (``_delays``), the rows (``_output``) and the state and its
+codec (``_state``). Python runs per *decision point* only (a failed attempt that will be retried,
+a route change, a heartbeat), where the real :func:`select_queue` is called on the
+:class:`FaultTable` of that moment.
+
+Delay queues. Failed sends, consumer send-backs and delayed sends enter the delay queues of
+:mod:`udfs.schedule`, which wait in the state and are released on the same clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+
+from udfs.engine._admission import admit, arrival_order, next_steps, quarantine, with_defaults
+from udfs.engine._config import CLUSTER, PRODUCER, SCOPES, EngineConfig
+from udfs.engine._delays import schedule_batch
+from udfs.engine._output import Out
+from udfs.engine._run import Run
+from udfs.engine._state import STATE_VERSION, dumps, loads, new_state
+from udfs.rocketmq import Next
+
+__all__ = [
+    "CLUSTER",
+    "PRODUCER",
+    "SCOPES",
+    "STATE_VERSION",
+    "EngineConfig",
+    "Step",
+    "advance",
+    "dumps",
+    "loads",
+    "new_state",
+]
+
+
+@dataclass
+class Step:
+    state: dict[str, Any]
+    tables: dict[str, pa.Table]
+    """Each output table's rows (only tables that got some), typed by ``udfs.schema.TABLES``."""
+    stats: dict[str, int]
+
+
+def advance(
+    cluster: str, state: dict[str, Any] | None, events: pd.DataFrame, config: EngineConfig
+) -> Step:
+    """Apply one batch of a cluster's events. ``events`` has the parsed event columns (see
+    ``udfs.schema.EVENTS``) and may be empty (nothing changes then)."""
+    state = state if state is not None else new_state()
+    out = Out()
+    out.stats["input"] = len(events)
+    events = quarantine(events, out)
+    first_batch = state["clock"] is None
+    events = admit(cluster, state, events, arrival_order(events), config, out)
+    if len(events) == 0:
+        return Step(state, out.frames(), out.stats)
+    clock_end = int(state["clock"])
+    sends = with_defaults(events[events["kind"] == "send_result"], config)
+    after = next_steps(sends, config)
+    run = Run(cluster, state, config, out, clock_end)
+    if first_batch:
+        run.first_event = (int(events["event_time"].iloc[0]), str(events["event_id"].iloc[0]))
+    for scope in config.scopes:
+        run.prepare_tables(scope, sends)
+    run.timeline(events, sends[after == Next.RETRY].assign(kind="decision"))
+    for scope in config.scopes:
+        run.finish_tables(scope)
+    run.routing_table()
+    schedule_batch(cluster, state, events, sends, after, config, out)
+    out.stats["valid"] += len(events)
+    return Step(state, out.frames(), out.stats)

@@ -1,0 +1,141 @@
+"""Admission: which records are applied (valid), which are quarantined, late or repeated; the
+cluster's clock; and what each producer did after each attempt."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from udfs.engine._config import EngineConfig
+from udfs.engine._output import Out, quarantine_rows
+from udfs.rocketmq import Next, Outcome, SendMode, attempt_effect
+
+
+def next_steps(sends: pd.DataFrame, config: EngineConfig) -> np.ndarray:
+    """What each producer did after each attempt (:class:`Next`): a failed attempt with attempts
+    left is a routing decision; one after which it gave up is a failed message."""
+    after = np.full(len(sends), Next.RETURN, dtype=object)
+    failed = np.flatnonzero(sends["outcome"].to_numpy() != "SEND_OK")
+    r: Any
+    for i, r in zip(failed, sends.iloc[failed].itertuples(index=False), strict=True):
+        effect = attempt_effect(
+            config.profile(r.client_profile),
+            Outcome(r.outcome),
+            int(r.latency_ms),
+            mode=SendMode(r.mode),
+            attempt=int(r.attempt),
+            attempts_total=None if pd.isna(r.max_attempts) else int(r.max_attempts),
+            response_code=None if pd.isna(r.response_code) else int(r.response_code),
+        )
+        after[i] = effect.next
+    return after
+
+
+def with_defaults(sends: pd.DataFrame, config: EngineConfig) -> pd.DataFrame:
+    return sends.assign(
+        client_profile=sends["client_profile"].fillna(config.default_client_profile),
+        latency_fault_enable=sends["latency_fault_enable"]
+        .fillna(config.default_latency_fault_enable)
+        .astype(bool),
+        mode=sends["mode"].fillna("SYNC"),
+        attempt=sends["attempt"].fillna(0).astype(np.int64),
+        latency_ms=sends["latency_ms"].fillna(0).astype(np.int64),
+    )
+
+
+def quarantine(events: pd.DataFrame, out: Out) -> pd.DataFrame:
+    """Records the parser rejected go to quarantine as they are."""
+    bad = events["reason_code"].notna().to_numpy()
+    if bad.any():
+        rejected = events[bad]
+        out.add(
+            "quarantine", quarantine_rows(rejected, rejected["reason_code"], rejected["reason"])
+        )
+        out.stats["quarantined"] += int(bad.sum())
+        events = events[~bad]
+    return events
+
+
+def arrival_order(events: pd.DataFrame) -> np.ndarray:
+    """Positions of the events by (event_time, event_id); the raw text breaks ties between
+    records that repeat an event id, so which one is applied does not depend on the order in
+    which Spark hands them over."""
+    t = events["event_time"].to_numpy(np.int64)
+    ids, _ = pd.factorize(events["event_id"], sort=True)
+    order = np.lexsort((ids, t))
+    same = (np.diff(t[order]) == 0) & (np.diff(ids[order]) == 0)
+    if same.any():
+        raw, _ = pd.factorize(events["raw"], sort=True)
+        order = np.lexsort((raw, ids, t))
+    return order
+
+
+_RECORD_COLUMNS = ("raw", "origin", "reason_code", "reason")
+"""What only quarantine and late_events keep of a record; the rest of the engine goes without."""
+
+
+def admit(
+    cluster: str,
+    state: dict[str, Any],
+    events: pd.DataFrame,
+    order: np.ndarray,
+    config: EngineConfig,
+    out: Out,
+) -> pd.DataFrame:
+    """Split off late events, events from the future and repeated events; advance the clock and
+    remember the ids of the events within the allowed lateness. Returns the admitted events in
+    ``order``, without the record's own columns."""
+    t = events["event_time"].to_numpy(np.int64)[order]
+    clock = state["clock"]
+    late = np.zeros(len(t), dtype=bool) if clock is None else t < clock - config.allowed_lateness_ms
+    ingest = events["ingest_ms"].to_numpy(np.float64, na_value=np.nan)[order]
+    future = ~late & ~np.isnan(ingest) & (t > np.nan_to_num(ingest) + config.max_future_skew_ms)
+    seen: dict[str, int] = state["seen"]
+    candidates = ~late & ~future
+    ids = events["event_id"].to_numpy(object)[order]
+    repeated = np.zeros(len(t), dtype=bool)
+    if candidates.any():
+        chosen = pd.Series(ids[candidates], dtype=object)
+        repeated[candidates] = (chosen.duplicated() | chosen.isin(seen)).to_numpy(bool)
+    if late.any():
+        lf = events.iloc[order[late]]
+        out.add(
+            "late_events",
+            pd.DataFrame(
+                {
+                    "cluster": cluster,
+                    "event_id": lf["event_id"].to_numpy(),
+                    "kind": lf["kind"].to_numpy(),
+                    "event_time": lf["event_time"].to_numpy(np.int64),
+                    "clock": np.int64(clock),
+                    "raw": lf["raw"].to_numpy(),
+                    "origin": lf["origin"].to_numpy(),
+                }
+            ),
+        )
+        out.stats["late"] += int(late.sum())
+    if future.any():
+        ff = events.iloc[order[future]]
+        reasons = [
+            f"event_time {v} is more than {config.max_future_skew_ms} ms after the record's "
+            f"ingest time {int(i)} (its Kafka timestamp or its file's time)"
+            for v, i in zip(ff["event_time"], ff["ingest_ms"], strict=True)
+        ]
+        out.add("quarantine", quarantine_rows(ff, "FUTURE_EVENT_TIME", reasons))
+        out.stats["quarantined"] += int(future.sum())
+    out.stats["duplicates"] += int(repeated.sum())
+    keep = candidates & ~repeated
+    columns = [c for c in events.columns if c not in _RECORD_COLUMNS]
+    admitted = events[columns].take(order[keep]).reset_index(drop=True)
+    if len(admitted):
+        admitted_t = t[keep]
+        latest = int(admitted_t.max())
+        state["clock"] = latest if clock is None else max(int(clock), latest)
+        horizon = state["clock"] - config.allowed_lateness_ms
+        fresh = admitted_t >= horizon
+        kept = {k: v for k, v in seen.items() if v >= horizon}
+        kept.update(zip(ids[keep][fresh].tolist(), admitted_t[fresh].tolist(), strict=True))
+        state["seen"] = kept
+    return admitted

@@ -1,0 +1,37 @@
+"""Delay queues: messages into ``SCHEDULE_TOPIC_XXXX`` and the due ones out
+(:mod:`udfs.schedule`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from udfs.engine._config import EngineConfig
+from udfs.engine._output import Out
+from udfs.rocketmq import Next
+from udfs.schedule import Schedule
+
+
+def schedule_batch(
+    cluster: str,
+    state: dict[str, Any],
+    events: pd.DataFrame,
+    sends: pd.DataFrame,
+    after: np.ndarray,
+    config: EngineConfig,
+    out: Out,
+) -> None:
+    """Messages into the delay queues, and the due ones out, at the batch's clock."""
+    schedule = Schedule(
+        cluster, state.setdefault("schedule", {}), config.delays, config.broker_profile
+    )
+    schedule.send_failures(sends[after == Next.FAIL])
+    delayed = (after == Next.RETURN) & (sends["delay_level"].fillna(0).to_numpy() > 0)
+    schedule.delayed_sends(sends[delayed])
+    retry = (events["kind"] == "consume_result") & (events["status"] == "RECONSUME_LATER")
+    schedule.consume_retries(events[retry])
+    schedule.release(int(state["clock"]))
+    out.rows("schedule_entries", schedule.entries)
+    out.rows("redeliveries", schedule.redeliveries)

@@ -1,0 +1,78 @@
+"""The rows a batch produces, collected per output table and typed by its schema."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from udfs.schema import TABLES
+
+
+class Out:
+    """Rows per output table, collected as lists of frames."""
+
+    def __init__(self) -> None:
+        self.parts: dict[str, list[pd.DataFrame]] = {}
+        self.records: dict[str, list[dict[str, Any]]] = {}
+        self.stats = {
+            "input": 0,
+            "valid": 0,
+            "late": 0,
+            "quarantined": 0,
+            "duplicates": 0,
+            "stale": 0,
+        }
+
+    def add(self, table: str, frame: pd.DataFrame) -> None:
+        if len(frame):
+            self.parts.setdefault(table, []).append(frame)
+
+    def rows(self, table: str, rows: list[dict[str, Any]]) -> None:
+        """Rows made one decision at a time; they become one table at the end."""
+        self.records.setdefault(table, []).extend(rows)
+
+    def frames(self) -> dict[str, pa.Table]:
+        """Each table's rows, typed by its schema, so a column's type never depends on the
+        rows. Nested lists already made as Arrow arrays (a routing table shared by many scope
+        keys) are joined as they are."""
+        tables = {}
+        for name in [*self.parts, *(n for n in self.records if n not in self.parts)]:
+            schema = TABLES[name]
+            pieces = [
+                pa.Table.from_pandas(f, schema=schema, preserve_index=False)
+                for f in self.parts.get(name, [])
+            ]
+            rows = self.records.get(name)
+            if rows:
+                pieces.append(_from_rows(rows, schema))
+            if pieces:
+                tables[name] = pa.concat_tables(pieces)
+        self.records = {}
+        return tables
+
+
+def _from_rows(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
+    columns = {}
+    for column in schema:
+        values = [r[column.name] for r in rows]
+        if isinstance(values[0], pa.Array):
+            columns[column.name] = pa.concat_arrays(values).cast(column.type)
+        else:
+            columns[column.name] = pa.array(values, type=column.type)
+    return pa.table(columns, schema=schema)
+
+
+def quarantine_rows(records: pd.DataFrame, code: Any, reason: Any) -> pd.DataFrame:
+    """``quarantine`` rows for records, keeping each one's raw text and origin."""
+    return pd.DataFrame(
+        {
+            "raw": records["raw"].to_numpy(),
+            "origin": records["origin"].to_numpy(),
+            "reason_code": np.asarray(code, dtype=object) if not isinstance(code, str) else code,
+            "reason": np.asarray(reason, dtype=object),
+            "seen_at": records["ingest_ms"].to_numpy(np.int64),
+        }
+    )

@@ -1,0 +1,79 @@
+"""One cluster's state between batches: a versioned JSON document, and its migrations."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections.abc import Mapping
+from typing import Any
+
+from udfs.engine._config import CLUSTER, PRODUCER, Route
+from udfs.rocketmq import TopicPublishInfo
+
+STATE_VERSION = 3
+
+
+def new_state() -> dict[str, Any]:
+    return {
+        "v": STATE_VERSION,
+        "clock": None,
+        "tables": {CLUSTER: {}, PRODUCER: {}},
+        "pubinfo": {},
+        "routes": {},
+        "heartbeats": {},
+        "routing_table": {},
+        "schedule": {},
+        "seen": {},
+    }
+
+
+def dumps(state: Mapping[str, Any]) -> str:
+    return json.dumps(state, separators=(",", ":"), sort_keys=True)
+
+
+def loads(text: str) -> dict[str, Any]:
+    state: dict[str, Any] = json.loads(text)
+    if state.get("v") == 1:  # version 1 kept no event ids: nothing applied before is known
+        state = {**state, "v": 2, "seen": {}}
+    if state.get("v") == 2:  # version 2 kept whole routes where version 3 keeps their digests
+        state = {
+            **state,
+            "v": 3,
+            "pubinfo": {k: _compact_pubinfo(p) for k, p in state["pubinfo"].items()},
+            "routing_table": {
+                k: {topic: digest(sig) for topic, sig in sigs.items()}
+                for k, sigs in state["routing_table"].items()
+            },
+        }
+    if state.get("v") != STATE_VERSION:
+        raise ValueError(
+            f"state schema version {state.get('v')} is not {STATE_VERSION}: this checkpoint was "
+            "written by another faultline version; start from a new checkpoint"
+        )
+    return state
+
+
+def digest(value: Any) -> str:
+    """A short fingerprint of a JSON value: what the state keeps of a route or a routing table."""
+    text = json.dumps(value, separators=(",", ":"))
+    return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
+
+
+def _queues(route: Route) -> list[list[Any]]:
+    """The queues of a fresh TopicPublishInfo for ``route``."""
+    return [[q.broker_name, q.queue_id] for q in TopicPublishInfo.from_route(route).queues]
+
+
+def _compact_pubinfo(pub: dict[str, Any]) -> dict[str, Any]:
+    """A version 2 publish info (whole route and queues) as version 3 keeps it: the route's
+    digest, and the queues only where they differ from the route's own."""
+    route = tuple((b, int(w), int(p)) for b, w, p in pub["route"])
+    queues = pub["queues"] if pub["queues"] != _queues(route) else None
+    return {"route": digest(pub["route"]), "queues": queues, "index": pub["index"],
+            "seed": pub["seed"]}  # fmt: skip
+
+
+def rng(seed: int, *parts: object) -> random.Random:
+    digest = hashlib.blake2b("\x1f".join(map(str, (seed, *parts))).encode(), digest_size=8)
+    return random.Random(int.from_bytes(digest.digest(), "big"))

@@ -1,0 +1,576 @@
+"""The FaultTables of a scope during a batch: every table updated together with numpy (cost per
+row, not per table), availability decisions, and the per-table views routing decisions use."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from udfs.engine._config import NO_ITEM, EngineConfig
+from udfs.engine._output import Out
+from udfs.rocketmq import FaultItem, FaultTable, Outcome, Profile, SendMode, attempt_effect
+from udfs.rocketmq._fault import _ConcurrentHashMapOrder
+from udfs.rocketmq._vector import not_available_durations, start_timestamps
+
+_FLAG_CACHE: dict[tuple[str, str, str], tuple[tuple[int, bool, bool], ...]] = {}
+
+
+def _report_flags(profile: Profile, outcome: str, mode: str) -> tuple[tuple[int, bool, bool], ...]:
+    """(phase, isolation, reachable) of each updateFaultItem call the outcome makes; phase 0 is
+    the ASYNC dispatch report, 1 the result."""
+    key = (profile.name, outcome, mode)
+    if key not in _FLAG_CACHE:
+        effect = attempt_effect(profile, Outcome(outcome), 0, mode=SendMode(mode))
+        _FLAG_CACHE[key] = tuple(
+            (0 if r.phase == "dispatch" else 1, r.isolation, r.reachable) for r in effect.reports
+        )
+    return _FLAG_CACHE[key]
+
+
+def report_rows(
+    sends: pd.DataFrame, profile_names: pd.Series, config: EngineConfig
+) -> pd.DataFrame:
+    """One row per updateFaultItem call, sorted by (time, event_id, phase)."""
+    profile = profile_names.to_numpy(object)
+    outcome = sends["outcome"].to_numpy(object)
+    mode = sends["mode"].to_numpy(object)
+    combo, combos = pd.factorize(
+        pd.Series(profile + "|" + outcome + "|" + mode, dtype=object), sort=False
+    )
+    flags = [_report_flags(config.profile(p), o, m) for p, o, m in (c.split("|") for c in combos)]
+    counts = np.array([len(f) for f in flags], dtype=np.int64)[combo]
+    first = np.concatenate([[0], np.cumsum([len(f) for f in flags])])
+    table = np.array([x for f in flags for x in f], dtype=np.int64).reshape(-1, 3)
+    row = np.repeat(np.arange(len(sends)), counts)
+    nth = np.arange(len(row)) - np.repeat(np.cumsum(counts) - counts, counts)
+    phase, isolation, reachable = table[first[combo[row]] + nth].T
+    latency = sends["latency_ms"].to_numpy(np.int64)[row]
+    t = sends["event_time"].to_numpy(np.int64)[row]
+    event_id = sends["event_id"].to_numpy(object)[row]
+    ids, _ = pd.factorize(pd.Series(event_id, dtype=object), sort=True)
+    order = np.lexsort((phase, ids, t))
+    row, phase = row[order], phase[order]
+    return pd.DataFrame(
+        {
+            # the dispatch report is applied at the event's own time, just before its result: one
+            # stamped earlier than its event could land behind updates written in an earlier
+            # batch, and the tables would then depend on where batches are cut
+            "time": t[order],
+            "event_id": pd.Series(event_id[order], dtype=object),
+            "phase": phase.astype(np.int8),
+            "broker": pd.Series(sends["broker_name"].to_numpy(object)[row], dtype=object),
+            "latency": np.where(phase == 0, 0, latency[order]),
+            "isolation": isolation[order].astype(bool),
+            "reachable": reachable[order].astype(bool),
+            "outcome": pd.Series(outcome[row], dtype=object),
+            "profile": pd.Series(profile[row], dtype=object),
+            "producer_id": pd.Series(sends["producer_id"].to_numpy(object)[row], dtype=object),
+        }
+    )
+
+
+# --- one fault table ------------------------------------------------------------------------------
+
+
+class _Table:
+    """One scope key's FaultTable during a batch, for its routing decisions: the rows of the key
+    (global positions into the scope's rows) replayed in order into snapshots."""
+
+    def __init__(self, scope: ScopeTables, key: str, positions: np.ndarray) -> None:
+        self.scope, self.key, self.positions = scope, key, positions
+        self.tstate = scope.tstates[key]
+        self.profile = scope.profiles[key]
+        self.init = scope.init[key]
+        brokers = scope.broker[positions]
+        by: dict[str, list[int]] = {}
+        for b, p in zip(brokers.tolist(), positions.tolist(), strict=True):
+            by.setdefault(b, []).append(p)
+        self.by_broker = {b: np.asarray(p, dtype=np.int64) for b, p in by.items()}
+        self.order = _ConcurrentHashMapOrder(
+            self.tstate["cap"], [it[0] for it in self.tstate["items"]]
+        )
+        self.insertions = sorted(
+            (int(p[0]), b) for b, p in self.by_broker.items() if b not in self.init
+        )
+        self.removals: list[tuple[str, int, int, str]] = []  # broker, pos, time, event_id
+        self.removed_after: dict[str, int] = {}
+        self.worst = self.tstate["worst"]
+        self._size = len(self.tstate["items"])
+        self._current = {b: FaultItem(*it[:5]) for b, it in self.init.items()}
+        self._cursor = -1
+        """``_current`` holds each broker's item as of row ``_cursor``: snapshots are taken in
+        the order of the rows, so each row is applied once."""
+
+    def _item(self, row: int) -> FaultItem:
+        s = self.scope
+        return FaultItem(
+            str(s.broker[row]),
+            int(s.latency[row]),
+            int(s.start[row]),
+            bool(s.reachable[row]),
+            int(s.time[row]),
+        )
+
+    def _present(self, broker: str, pos: int) -> FaultItem | None:
+        positions = self.by_broker.get(broker)
+        idx = -1 if positions is None else int(np.searchsorted(positions, pos, side="right")) - 1
+        removed = self.removed_after.get(broker)
+        if idx < 0:
+            if removed is not None:
+                return None
+            it = self.init.get(broker)
+            return None if it is None else FaultItem(it[0], it[1], it[2], it[3], it[4])
+        assert positions is not None
+        row = int(positions[idx])
+        if removed is not None and row < removed:
+            return None
+        return self._item(row)
+
+    def _apply_insertions(self, pos: int) -> None:
+        while self.insertions and self.insertions[0][0] <= pos:
+            _, broker = self.insertions.pop(0)
+            self._size += 1
+            self.order.add(broker, self._size)
+
+    def _advance(self, pos: int) -> None:
+        """Apply this key's rows after ``_cursor`` up to ``pos``: the last one of each broker."""
+        lo = int(np.searchsorted(self.positions, self._cursor, side="right"))
+        hi = int(np.searchsorted(self.positions, pos, side="right"))
+        rows = self.positions[lo:hi]
+        _, last = np.unique(self.scope.broker[rows][::-1], return_index=True)
+        for row in rows[len(rows) - 1 - last].tolist():
+            item = self._item(row)
+            self._current[item.name] = item
+        self._cursor = pos
+
+    def snapshot(self, pos: int, rng: random.Random) -> FaultTable:
+        self._apply_insertions(pos)
+        if pos >= self._cursor:
+            self._advance(pos)
+            current = self._current
+            items = [item for b in self.order if (item := current.get(b)) is not None]
+        else:  # a decision whose own update was stale: the table as it was at that row
+            items = [item for b in self.order if (item := self._present(b, pos)) is not None]
+        return FaultTable(
+            self.profile, worst_index=self.worst, rng=rng, items=items, capacity=self.order.capacity
+        )
+
+    def remove(self, broker: str, pos: int, time: int, event_id: str) -> None:
+        """pickOneAtLeast's broker had no write queues: RocketMQ removed it from the table."""
+        self.removals.append((broker, pos, time, event_id))
+        self.removed_after[broker] = pos + 1
+        self.order.remove(broker)
+        self._size -= 1
+        positions = self.by_broker.get(broker)
+        if positions is None or not ((positions > pos) & (positions <= self._cursor)).any():
+            self._current.pop(broker, None)  # no later row of it is applied yet
+        if positions is not None:
+            later = positions[positions > pos]
+            if len(later):
+                self.insertions.append((int(later[0]), broker))
+                self.insertions.sort()
+
+    def final_order(self) -> _ConcurrentHashMapOrder:
+        self._apply_insertions(2**62)
+        return self.order
+
+
+Change = tuple[int, int, str, str, str, int | None]
+"""An availability change for the routing table: (time, order, event_id, broker, decision,
+until)."""
+
+
+class ScopeTables:
+    """Every FaultTable of one scope during a batch, updated together: the rows of all keys are
+    one set of arrays, so the cost is per row, not per key."""
+
+    def __init__(
+        self,
+        scope: str,
+        tstates: dict[str, dict[str, Any]],
+        profiles: dict[str, Profile],
+        rows: pd.DataFrame,
+    ) -> None:
+        """``rows`` (from :func:`report_rows`, with a ``key`` column) are sorted by (time,
+        event_id, phase); ``profiles`` gives each key's profile for this batch."""
+        self.scope, self.tstates, self.profiles = scope, tstates, profiles
+        keys = rows["key"].to_numpy(object)
+        self.init: dict[str, dict[str, list[Any]]] = {
+            k: {it[0]: it for it in tstates[k]["items"]} for k in pd.unique(keys)
+        }
+        brokers = rows["broker"].to_numpy(object)
+        updated = np.fromiter(
+            (
+                it[4] if (it := self.init[k].get(b)) is not None else NO_ITEM
+                for k, b in zip(keys.tolist(), brokers.tolist(), strict=True)
+            ),
+            dtype=np.int64,
+            count=len(keys),
+        )
+        t = rows["time"].to_numpy(np.int64)
+        fresh = t >= updated
+        self.stale = int((~fresh).sum())
+        self.key = keys[fresh]
+        self.broker = brokers[fresh]
+        self.time = t[fresh]
+        self.event_id = rows["event_id"].to_numpy(object)[fresh]
+        self.phase = rows["phase"].to_numpy(np.int8)[fresh]
+        self.latency = rows["latency"].to_numpy(np.int64)[fresh]
+        self.isolation = rows["isolation"].to_numpy(bool)[fresh]
+        self.reachable = rows["reachable"].to_numpy(bool)[fresh]
+        self.outcome = rows["outcome"].to_numpy(object)[fresh]
+        self.producer_id = rows["producer_id"].to_numpy(object)[fresh]
+        n = len(self.key)
+        self.profile_name = np.array([profiles[k].name for k in self.key.tolist()], dtype=object)
+        self.pair, pairs = pd.factorize(pd.Series(self.key + "\x1f" + self.broker, dtype=object))
+        self.pairs = [p.split("\x1f", 1) for p in pairs]
+        init_items = [self.init[k].get(b) for k, b in self.pairs]
+        self.init_start = np.array(
+            [it[2] if it is not None else NO_ITEM for it in init_items], dtype=np.int64
+        )
+        self.init_pending = np.array(
+            [bool(it[5]) if it is not None else False for it in init_items], dtype=bool
+        )
+        self.init_cause = np.array(
+            [it[6] if it is not None else "" for it in init_items], dtype=object
+        )
+        self.dur = np.zeros(n, dtype=np.int64)
+        self.start = np.zeros(n, dtype=np.int64)
+        by_pair = np.lexsort((np.arange(n), self.pair))
+        first = np.ones(n, dtype=bool)
+        first[1:] = self.pair[by_pair][1:] != self.pair[by_pair][:-1]
+        for name in pd.unique(self.profile_name):
+            profile = next(p for p in profiles.values() if p.name == name)
+            mine = self.profile_name == name
+            self.dur[mine] = not_available_durations(
+                profile, self.latency[mine], self.isolation[mine]
+            )
+            sel = by_pair[mine[by_pair]]
+            initial = self.init_start[self.pair[sel]]
+            self.start[sel] = start_timestamps(
+                profile,
+                first[mine[by_pair]],
+                np.where(initial == NO_ITEM, 0, initial),
+                self.time[sel],
+                self.dur[sel],
+            )
+        self._positions: dict[str, np.ndarray] | None = None
+        self.views: dict[str, _Table] = {}
+        self._results: dict[str, int] | None = None
+
+    def positions(self, key: str) -> np.ndarray:
+        if self._positions is None:
+            order = np.argsort(self.key, kind="stable")
+            keys = self.key[order]
+            cuts = np.flatnonzero(keys[1:] != keys[:-1]) + 1
+            bounds = [0, *cuts.tolist(), len(keys)]
+            self._positions = {
+                str(keys[a]): np.sort(order[a:b]) for a, b in itertools.pairwise(bounds) if b > a
+            }
+        return self._positions.get(key, np.zeros(0, dtype=np.int64))
+
+    def view(self, key: str) -> _Table | None:
+        """The key's table for routing decisions; None when the key has no rows this batch."""
+        if key not in self.init:
+            return None
+        if key not in self.views:
+            self.views[key] = _Table(self, key, self.positions(key))
+        return self.views[key]
+
+    def position_of(self, event_id: str) -> int:
+        """The position of the event's result row (its own update comes before its decision)."""
+        if self._results is None:
+            results = self.phase == 1
+            self._results = dict(
+                zip(
+                    self.event_id[results].tolist(),
+                    np.flatnonzero(results).tolist(),
+                    strict=True,
+                )
+            )
+        return self._results.get(event_id, -1)
+
+    def finish(self, cluster: str, clock_end: int, out: Out) -> dict[str, list[Change]]:
+        """Emit fault_items and broker_decisions; store the tables; return each key's
+        availability changes for the routing table."""
+        line5 = np.array([n.startswith("rocketmq-5") for n in self.profile_name], dtype=bool)
+        out.add(
+            "fault_items",
+            pd.DataFrame(
+                {
+                    "scope": self.scope,
+                    "scope_key": pd.Series(self.key, dtype=object),
+                    "cluster": cluster,
+                    "broker_name": pd.Series(self.broker, dtype=object),
+                    "event_id": pd.Series(self.event_id, dtype=object),
+                    "event_time": self.time,
+                    "latency_ms": self.latency,
+                    "isolation": self.isolation,
+                    "reachable": np.where(line5, self.reachable, True),
+                    "not_available_ms": self.dur,
+                    "available_from": self.start,
+                    "profile": pd.Series(self.profile_name, dtype=object),
+                    "outcome": pd.Series(self.outcome, dtype=object),
+                    "phase": np.where(self.phase == 0, "dispatch", "result"),
+                    "producer_id": pd.Series(self.producer_id, dtype=object),
+                }
+            ),
+        )
+        n = len(self.key)
+        pair = self.pair
+        order = np.arange(n, dtype=np.float64)
+        removal = np.zeros(n, dtype=bool)
+        cols = {
+            "time": self.time,
+            "event_id": self.event_id,
+            "start": self.start,
+            "latency": self.latency,
+            "isolation": self.isolation,
+            "reachable": self.reachable,
+            "dur": self.dur,
+            "outcome": self.outcome,
+        }
+        removals = [(k, r) for k, v in self.views.items() for r in v.removals]
+        if removals:
+            index = {tuple(p): i for i, p in enumerate(self.pairs)}
+            extra_pair = []
+            for k, (b, _p, _t, _e) in removals:
+                if (k, b) not in index:
+                    index[(k, b)] = len(self.pairs)
+                    self.pairs.append([k, b])
+                    it = self.init[k].get(b)
+                    self.init_start = np.append(self.init_start, it[2] if it else NO_ITEM)
+                    self.init_pending = np.append(self.init_pending, bool(it[5]) if it else False)
+                    self.init_cause = np.append(self.init_cause, it[6] if it else "")
+                extra_pair.append(index[(k, b)])
+            pair = np.append(pair, extra_pair)
+            order = np.append(order, [p + 0.5 for _, (_b, p, _t, _e) in removals])
+            removal = np.append(removal, np.ones(len(removals), dtype=bool))
+            extras = {
+                "time": [t for _, (_b, _p, t, _e) in removals],
+                "event_id": [e for _, (_b, _p, _t, e) in removals],
+                "start": [NO_ITEM] * len(removals),
+                "latency": [0] * len(removals),
+                "isolation": [False] * len(removals),
+                "reachable": [True] * len(removals),
+                "dur": [0] * len(removals),
+                "outcome": [""] * len(removals),
+            }
+            cols = {c: np.append(v, np.asarray(extras[c], dtype=v.dtype)) for c, v in cols.items()}
+        decisions, last = _decide(
+            pair,
+            order,
+            removal,
+            cols,
+            self.init_start,
+            self.init_pending,
+            self.init_cause,
+            clock_end,
+        )
+        by_key: dict[str, dict[str, list[Any]]] = {}
+        for p, item in last.items():
+            k, b = self.pairs[p]
+            item[0] = b
+            by_key.setdefault(k, {})[b] = item
+        keyed = [
+            (*self.pairs[p], d, at, until, why, cause, o)
+            for p, d, at, until, why, cause, o in decisions
+        ]
+        for key in self.init:
+            self._store(key, by_key.get(key, {}), clock_end, keyed)
+        return emit(self.scope, cluster, self.profiles.__getitem__, keyed, out)
+
+    def _store(
+        self, key: str, last: dict[str, list[Any]], clock_end: int, decisions: list[Any]
+    ) -> None:
+        """The key's items after the batch, in the table's iteration order; isolations of
+        brokers without updates that ran out on the clock end."""
+        tstate = self.tstates[key]
+        view = self.views.get(key)
+        init = self.init[key]
+        if view is not None:
+            names = list(view.final_order())
+            tstate["cap"] = view.order.capacity
+            tstate["worst"] = view.worst
+        elif all(b in init for b in last):
+            names = [it[0] for it in tstate["items"]]
+        else:
+            firsts = sorted(
+                (int(self.positions(key)[self.broker[self.positions(key)] == b][0]), b)
+                for b in last
+                if b not in init
+            )
+            hashmap = _ConcurrentHashMapOrder(tstate["cap"], [it[0] for it in tstate["items"]])
+            size = len(tstate["items"])
+            for _, b in firsts:
+                size += 1
+                hashmap.add(b, size)
+            names = list(hashmap)
+            tstate["cap"] = hashmap.capacity
+        tstate["items"] = _settle(key, names, last, init, clock_end, decisions)
+        tstate["due"] = min((it[2] for it in tstate["items"] if it[5]), default=None)
+
+
+def _settle(
+    key: str,
+    names: list[str],
+    last: dict[str, list[Any]],
+    init: dict[str, list[Any]],
+    clock_end: int,
+    decisions: list[Any],
+) -> list[list[Any]]:
+    items = []
+    for b in names:
+        if b in last:
+            items.append(last[b])
+            continue
+        it = list(init[b])
+        if it[5] and it[2] <= clock_end:
+            decisions.append((key, b, "RESTORE", it[2], it[2], "isolation ended", it[6], 0))
+            it[5] = False
+        items.append(it)
+    return items
+
+
+def expire_idle(key: str, tstate: dict[str, Any], clock_end: int, decisions: list[Any]) -> None:
+    """A table without rows this batch: isolations that ran out on the clock end."""
+    due = tstate.get("due", -(2**63))
+    if due is None or due > clock_end:
+        return
+    init = {it[0]: it for it in tstate["items"]}
+    tstate["items"] = _settle(
+        key, [it[0] for it in tstate["items"]], {}, init, clock_end, decisions
+    )
+    tstate["due"] = min((it[2] for it in tstate["items"] if it[5]), default=None)
+
+
+def emit(
+    scope: str,
+    cluster: str,
+    profile_of: Callable[[str], Profile],
+    decisions: list[Any],
+    out: Out,
+) -> dict[str, list[Change]]:
+    """broker_decisions rows; each key's availability changes for the routing table."""
+    changes: dict[str, list[Change]] = {}
+    for k, b, decision, at, until, _why, cause, o in decisions:
+        changes.setdefault(k, []).append(
+            (at, o, cause, b, decision, None if decision == "RESTORE" else until)
+        )
+    if decisions:
+        d = pd.DataFrame(
+            decisions,
+            columns=[
+                "scope_key",
+                "broker_name",
+                "decision",
+                "effective_at",
+                "available_from",
+                "reason",
+                "cause_event_id",
+                "_order",
+            ],
+        ).drop(columns="_order")
+        d["profile"] = [profile_of(k).name for k in d["scope_key"]]
+        out.add("broker_decisions", d.assign(scope=scope, cluster=cluster))
+    return changes
+
+
+def _decide(
+    pair: np.ndarray,
+    order: np.ndarray,
+    removal: np.ndarray,
+    cols: dict[str, np.ndarray],
+    init_start: np.ndarray,
+    init_pending: np.ndarray,
+    init_cause: np.ndarray,
+    clock_end: int,
+) -> tuple[list[tuple[int, str, int, int, str, str, int]], dict[int, list[Any]]]:
+    """Availability changes per (key, broker) pair from its sequence of starts (vectorized), and
+    each pair's final item ``[name, latency, start, reachable, updated_at, pending, cause]``.
+    Decisions are ``(pair, decision, effective_at, available_from, reason, cause, order)``."""
+    if len(pair) == 0:
+        return [], {}
+    by = np.lexsort((order, pair))
+    p = pair[by]
+    t = cols["time"][by]
+    start = cols["start"][by]
+    eid = cols["event_id"][by]
+    removal = removal[by]
+    first = np.ones(len(p), dtype=bool)
+    first[1:] = p[1:] != p[:-1]
+    group = p  # each row's pair: its initial values are indexed by it
+    iso = start > t
+    prev_start = np.where(first, init_start[group], np.roll(start, 1))
+    prev_iso = np.where(first, init_pending[group], np.roll(iso, 1))
+    changed = first & (start != init_start[group]) | ~first & (start != np.roll(start, 1))
+    changed |= removal
+    run = np.cumsum(first) - 1
+    cause = pd.Series(np.where(changed, eid, np.array(None, dtype=object)), dtype="object")
+    cause_filled = cause.groupby(run).ffill()
+    cause_filled = cause_filled.where(
+        cause_filled.notna(), pd.Series(init_cause[group], dtype="object")
+    )
+    cause_arr = cause_filled.to_numpy(object)
+    prev_cause = np.where(first, init_cause[group], np.roll(cause_arr, 1))
+    still = prev_iso & (prev_start > t)
+    expired = prev_iso & (prev_start <= t)
+    isolate = ~still & iso
+    extend = still & iso & (start > prev_start)
+    shorten = still & iso & (start < prev_start)
+    cleared = still & ~iso
+    latency = cols["latency"][by]
+    reachable = cols["reachable"][by]
+    outcome = cols["outcome"][by]
+    isolation = cols["isolation"][by]
+    duration = cols["dur"][by]
+
+    def why(i: int) -> str:
+        what = f"{outcome[i]} after {latency[i]} ms"
+        if isolation[i]:
+            what += " (isolation)"
+        return f"{what}: not available for {duration[i]} ms"
+
+    decisions: list[tuple[int, str, int, int, str, str, int]] = []
+    for i in np.flatnonzero(expired).tolist():
+        decisions.append(
+            (int(p[i]), "RESTORE", int(prev_start[i]), int(prev_start[i]), "isolation ended",
+             prev_cause[i], 0)
+        )  # fmt: skip
+    for mask, name in ((isolate, "ISOLATE"), (extend, "EXTEND"), (shorten, "SHORTEN")):
+        for i in np.flatnonzero(mask).tolist():
+            decisions.append((int(p[i]), name, int(t[i]), int(start[i]), why(i), eid[i], 1))
+    for i in np.flatnonzero(cleared).tolist():
+        reason = (
+            "removed from the fault table: pickOneAtLeast's broker has no write queues in the route"
+            if removal[i]
+            else "a later update ended the isolation at once (4.x overwrite)"
+        )
+        decisions.append((int(p[i]), "RESTORE", int(t[i]), int(t[i]), reason, eid[i], 1))
+    last: dict[int, list[Any]] = {}
+    ends = np.append(np.flatnonzero(first)[1:], len(p)) - 1
+    for i in ends.tolist():
+        if removal[i]:
+            continue  # the broker left the table; a later update re-adds it
+        pending = bool(iso[i])
+        if pending and start[i] <= clock_end:
+            decisions.append(
+                (int(p[i]), "RESTORE", int(start[i]), int(start[i]), "isolation ended",
+                 cause_arr[i], 0)
+            )  # fmt: skip
+            pending = False
+        last[int(p[i])] = [
+            None,  # the broker's name: filled in by the caller
+            int(latency[i]),
+            int(start[i]),
+            bool(reachable[i]),
+            int(t[i]),
+            pending,
+            cause_arr[i] or "",
+        ]
+    return decisions, last
