@@ -112,6 +112,34 @@ def test_vectorized_updates_equal_the_scalar_fault_table(profile, steps, initial
     assert starts.tolist() == expected
 
 
+@given(
+    st.lists(
+        st.tuples(st.booleans(), st.integers(-(10**13), 10**13), st.integers(0, 3_000)),
+        min_size=1,
+        max_size=60,
+    ),
+    st.integers(-(10**13), 10**13),
+)
+def test_5x_running_maxima_of_many_brokers_at_once_equal_one_broker_at_a_time(
+    rows: list[tuple[bool, int, int]], initial: int
+) -> None:
+    """Many runs (one per table and broker) in one call give what each run gives alone."""
+    profile = PROFILES["rocketmq-5"]
+    first = np.array([i == 0 or new for i, (new, _, _) in enumerate(rows)], dtype=bool)
+    now = np.array([t for _, t, _ in rows], dtype=np.int64)
+    durations = np.array([d for _, _, d in rows], dtype=np.int64)
+    init = np.full(len(rows), initial, dtype=np.int64)
+    together = start_timestamps(profile, first, init, now, durations)
+    bounds = [*np.flatnonzero(first).tolist(), len(rows)]
+    alone = np.concatenate(
+        [
+            start_timestamps(profile, first[a:b], init[a:b], now[a:b], durations[a:b])
+            for a, b in itertools.pairwise(bounds)
+        ]
+    )
+    assert together.tolist() == alone.tolist()
+
+
 DATA = Path(__file__).parent / "data"
 
 

@@ -244,8 +244,9 @@ class ScopeTables:
         by_pair = np.lexsort((np.arange(n), self.pair))
         first = np.ones(n, dtype=bool)
         first[1:] = self.pair[by_pair][1:] != self.pair[by_pair][:-1]
+        by_name = {p.name: p for p in profiles.values()}
         for name in pd.unique(self.profile_name):
-            profile = next(p for p in profiles.values() if p.name == name)
+            profile = by_name[name]
             mine = self.profile_name == name
             self.dur[mine] = not_available_durations(
                 profile, self.latency[mine], self.isolation[mine]
@@ -298,7 +299,8 @@ class ScopeTables:
     def finish(self, cluster: str, clock_end: int, out: Out) -> dict[str, list[Change]]:
         """Emit fault_items and broker_decisions; store the tables; return each key's
         availability changes for the routing table."""
-        line5 = np.array([n.startswith("rocketmq-5") for n in self.profile_name], dtype=bool)
+        lines = {p.name: p.line for p in self.profiles.values()}
+        line5 = np.array([lines[n] == "5" for n in self.profile_name], dtype=bool)
         out.add(
             "fault_items",
             pd.DataFrame(

@@ -32,11 +32,24 @@ def start_timestamps(
     """
     if profile.line != "5":
         return now_ms + durations
-    candidate = np.where(durations > 0, now_ms + durations, np.iinfo(np.int64).min)
+    none = np.iinfo(np.int64).min  # no new window from this update
+    candidate = np.where(durations > 0, now_ms + durations, none)
     candidate = np.where(group_start, np.maximum(candidate, initial_start), candidate)
-    out = np.empty_like(candidate)
-    starts = np.flatnonzero(group_start)
-    ends = np.append(starts[1:], len(candidate)).astype(np.int64)[: len(starts)]
-    for begin, end in zip(starts, ends, strict=True):  # one call per broker, not per row
-        out[begin:end] = np.maximum.accumulate(candidate[begin:end])
-    return out
+    real = candidate != none
+    if not real.any():
+        return candidate
+    # a running maximum per run, as one running maximum: each run is lifted above the one before
+    # (the sentinel of "no new window" is below every value its run starts with)
+    run = np.cumsum(group_start) - 1
+    low = int(candidate[real].min()) - 1  # stands for the sentinel
+    span = int(candidate.max()) - low + 1
+    if span * (int(run[-1]) + 1) >= 2**62:  # too wide to lift: one call per run
+        out = np.empty_like(candidate)
+        starts = np.flatnonzero(group_start)
+        ends = np.append(starts[1:], len(candidate)).astype(np.int64)
+        for begin, end in zip(starts, ends, strict=True):
+            out[begin:end] = np.maximum.accumulate(candidate[begin:end])
+        return out
+    lifted = run * span + (np.where(real, candidate, low) - low)
+    out = np.maximum.accumulate(lifted) - run * span + low
+    return np.asarray(np.where(out == low, none, out), dtype=np.int64)
