@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import math
 import os
 import random
 import shutil
@@ -44,6 +43,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
 CLUSTER = "LatencyCluster"
@@ -83,11 +83,9 @@ def percentile(values: Sequence[float], p: float) -> float:
     """Nearest-rank percentile: the smallest value with at least ``p`` percent at or below it.
 
     >>> percentile([5, 1, 4, 2, 3], 50), percentile([5, 1, 4, 2, 3], 99)
-    (3, 5)
+    (3.0, 5.0)
     """
-    ordered = sorted(values)
-    rank = max(1, math.ceil(p / 100 * len(ordered)))
-    return ordered[rank - 1]
+    return float(np.percentile(values, p, method="inverted_cdf"))
 
 
 class DecisionWatch:

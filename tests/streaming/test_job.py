@@ -50,10 +50,12 @@ def test_default_run_prints_progress_and_a_summary(default_run: tuple[Path, str]
     assert batches["input"].tolist() == sizes
     assert batches["valid"].tolist() == sizes
     assert batches[["quarantined", "late", "duplicates"]].sum().tolist() == [0, 0, 0]
-    # where each batch's time went, and the state it wrote (the default scenario's state holds
-    # thousands of event ids within the allowed lateness: far more than 10 KB)
+    # where each batch's time went, and the state it wrote: while traffic flows it holds the ids
+    # of thousands of events within the allowed lateness; the last batch is the quiet tail
+    # (heartbeats only), whose older ids have been dropped
     assert (batches[["parse_ms", "engine_ms", "write_ms"]] > 0).all().all()
-    assert (batches["state_bytes"] > 10_000).all()
+    first, second, tail = batches["state_bytes"].tolist()
+    assert min(first, second) > 100_000 and tail < 20_000
     # delay queues: p-5's delayed messages (level 4) and the consumer group's retries (level 3)
     entries = table(output, "schedule_entries")
     assert set(zip(entries["source"], entries["delay_level"], strict=True)) == {
