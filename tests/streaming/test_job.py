@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -39,7 +40,9 @@ def default_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 
 def test_default_run_prints_progress_and_a_summary(default_run: tuple[Path, str]) -> None:
     output, stdout = default_run
-    assert "batch 0:" in stdout and "isolated now:" in stdout
+    # the progress line shows the latest batch at most every progress_interval (2 s): a fast run
+    # may show only its last one
+    assert re.search(r"^batch \d+: \d+ records", stdout, re.M) and "isolated now:" in stdout
     assert "isolations (cluster scope)" in stdout and "rows per table:" in stdout
     for name in (*OUTPUT_TABLES, "batches"):
         assert str(output / name) in stdout
