@@ -393,27 +393,16 @@ class ScopeTables:
         """The key's items after the batch, in the table's iteration order; isolations of
         brokers without updates that ran out on the clock end."""
         tstate = self.tstates[key]
-        view = self.views.get(key)
         init = self.init[key]
+        view = self.views.get(key)
+        if view is None and any(b not in init for b in last):
+            view = self.view(key)  # new brokers join the table's order where they first appear
         if view is not None:
             names = list(view.final_order())
             tstate["cap"] = view.order.capacity
             tstate["worst"] = view.worst
-        elif all(b in init for b in last):
-            names = [it[0] for it in tstate["items"]]
         else:
-            firsts = sorted(
-                (int(self.positions(key)[self.broker[self.positions(key)] == b][0]), b)
-                for b in last
-                if b not in init
-            )
-            hashmap = _ConcurrentHashMapOrder(tstate["cap"], [it[0] for it in tstate["items"]])
-            size = len(tstate["items"])
-            for _, b in firsts:
-                size += 1
-                hashmap.add(b, size)
-            names = list(hashmap)
-            tstate["cap"] = hashmap.capacity
+            names = [it[0] for it in tstate["items"]]
         tstate["items"] = _settle(key, names, last, init, clock_end, decisions)
         tstate["due"] = min((it[2] for it in tstate["items"] if it[5]), default=None)
 
