@@ -26,7 +26,7 @@ from pydantic import (
 )
 
 from udfs.errors import ConfigError
-from udfs.rocketmq import DEFAULT_DELAY_LEVELS, DelayLevelError, DelayLevels
+from udfs.rocketmq import DEFAULT_DELAY_LEVELS, PROFILES, DelayLevelError, DelayLevels
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 DEFAULT_CONFIG = CONF_DIR / "faultline.yaml"
@@ -208,6 +208,21 @@ class JobConfig(_Strict):
     def _trigger_interval_positive(cls, value: int) -> int:
         if value <= 0:
             raise ValueError("the trigger interval must be more than 0 ms, e.g. 500ms or 1s")
+        return value
+
+    evict_silent_producers_after: Duration = 3_600_000
+    """A producer instance (a ``producer_id``: one per process) that sends nothing for this long,
+    in event time, is forgotten, with an ``EVICTED`` row; if it sends again it starts afresh."""
+
+    @field_validator("evict_silent_producers_after")
+    @classmethod
+    def _outlasts_every_isolation(cls, value: int) -> int:
+        longest = max(max(p.not_available_duration) for p in PROFILES.values())
+        if value <= longest:
+            raise ValueError(
+                f"must be longer than the longest isolation ({longest} ms), so that no producer "
+                "is forgotten while one of its isolations lasts; e.g. 1h"
+            )
         return value
 
     delay_levels: str = DEFAULT_DELAY_LEVELS

@@ -58,6 +58,7 @@ def engine_config(config: JobConfig) -> engine.EngineConfig:
         default_latency_fault_enable=config.default_latency_fault_enable,
         allowed_lateness_ms=config.allowed_lateness,
         max_future_skew_ms=config.max_future_skew,
+        evict_after_ms=config.evict_silent_producers_after,
         static_routes=routes,
         seed=config.seed,
         delays=DelayPolicy(DelayLevels.parse(config.delay_levels), config.max_redeliveries),

@@ -80,3 +80,14 @@ def test_the_trigger_interval_is_a_duration_above_zero(tmp_path: Path) -> None:
     assert message.startswith(f"{tmp_path / 'job.yaml'}: trigger_interval = 0: ")
     assert "more than 0 ms" in message
     assert "trigger_interval = '0ms': " in _error(tmp_path, "trigger_interval: 0ms\n")
+
+
+def test_producers_are_forgotten_only_after_their_longest_isolation(tmp_path: Path) -> None:
+    assert JobConfig().evict_silent_producers_after == 3_600_000
+    assert (
+        load_job_config(None, {"evict_silent_producers_after": "15m"}).evict_silent_producers_after
+        == 900_000
+    )
+    message = _error(tmp_path, "evict_silent_producers_after: 10m\n")
+    assert message.startswith(f"{tmp_path / 'job.yaml'}: evict_silent_producers_after = '10m': ")
+    assert "longer than the longest isolation (600000 ms)" in message

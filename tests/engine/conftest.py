@@ -126,6 +126,15 @@ def decisions(step: engine.Step, scope: str | None = None) -> list[tuple[str, st
     if scope is not None:
         d = d[d["scope"] == scope]
     return sorted(
-        (r.scope_key, r.broker_name, r.decision, r.effective_at - T0, r.available_from - T0)
-        for r in d.itertuples()
+        (
+            (
+                r.scope_key,
+                r.broker_name if isinstance(r.broker_name, str) else None,
+                r.decision,
+                r.effective_at - T0,
+                r.available_from - T0,
+            )
+            for r in d.itertuples()
+        ),
+        key=lambda r: (r[0], r[1] or "", *r[2:]),  # an EVICTED row has no broker
     )

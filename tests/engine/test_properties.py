@@ -145,14 +145,19 @@ DATA = Path(__file__).parent / "data"
 
 def test_a_version_2_checkpoint_resumes_as_if_this_version_had_written_it() -> None:
     """``quick-900-v2.json``: the state faultline's version 2 engine (commit 066e226) left after
-    the quick scenario's first 900 events. Read now, it is converted (routes become digests), and
-    the rest of the scenario gives exactly the rows a run from the start gives."""
+    the quick scenario's first 900 events. Read now, it is converted (routes become digests, publish
+    infos move under their producer), and the rest of the scenario gives exactly the rows a run
+    from the start gives."""
     config = engine.EngineConfig()
     converted = engine.loads((DATA / "quick-900-v2.json").read_text())
-    assert converted["v"] == engine.STATE_VERSION == 3
-    assert all(len(p["route"]) == 24 for p in converted["pubinfo"].values())  # a digest
+    assert converted["v"] == engine.STATE_VERSION == 4
     ours = engine.advance("c", None, frame(ROWS[:900]), config).state
-    assert converted["pubinfo"] == ours["pubinfo"]
+    assert converted["producers"].keys() == ours["producers"].keys() == {"p-5", "p-47", "p-49"}
+    for pid, producer in converted["producers"].items():
+        assert all(len(p["route"]) == 24 for p in producer["pub"].values())  # a digest
+        assert producer["pub"] == ours["producers"][pid]["pub"]
+        # the last send is not known before version 4: the upgrade's clock stands in for it
+        assert producer["last"] == converted["clock"] >= ours["producers"][pid]["last"]
     assert converted["routing_table"] == ours["routing_table"]
     rest = frame(ROWS[900:])
     after_v2 = engine.advance("c", converted, rest, config)

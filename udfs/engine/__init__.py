@@ -17,10 +17,10 @@ events within the allowed lateness are kept for that; older ones would be late a
 Stages, each a module, composed in :func:`advance`:
 admission and the clock (``_admission``), the FaultTables of each scope updated together with
 numpy (``_tables``), the sequential timeline of NameServer view, routing decisions and routing
-tables (``_run``), the delay queues (``_delays``), the rows (``_output``) and the state and its
-codec (``_state``). Python runs per *decision point* only (a failed attempt that will be retried,
-a route change, a heartbeat), where the real :func:`select_queue` is called on the
-:class:`FaultTable` of that moment.
+tables (``_run``), the delay queues (``_delays``), the producers' lifetime (``_producers``), the
+rows (``_output``) and the state and its codec (``_state``). Python runs per *decision point*
+only (a failed attempt that will be retried, a route change, a heartbeat), where the real
+:func:`select_queue` is called on the :class:`FaultTable` of that moment.
 
 Delay queues. Failed sends, consumer send-backs and delayed sends enter the delay queues of
 :mod:`udfs.schedule`, which wait in the state and are released on the same clock.
@@ -38,6 +38,7 @@ from udfs.engine._admission import admit, arrival_order, next_steps, quarantine,
 from udfs.engine._config import CLUSTER, PRODUCER, SCOPES, EngineConfig
 from udfs.engine._delays import schedule_batch
 from udfs.engine._output import Out
+from udfs.engine._producers import evict, segments, touch
 from udfs.engine._run import Run
 from udfs.engine._state import STATE_VERSION, dumps, loads, new_state
 from udfs.rocketmq import Next
@@ -77,18 +78,34 @@ def advance(
     events = admit(cluster, state, events, arrival_order(events), config, out)
     if len(events) == 0:
         return Step(state, out.frames(), out.stats)
-    clock_end = int(state["clock"])
+    first = (int(events["event_time"].iloc[0]), str(events["event_id"].iloc[0]))
+    for part, clock_end in segments(state, events, config):
+        _apply(cluster, state, part, clock_end, config, out, first if first_batch else None)
+        evict(cluster, state, clock_end, config, out)
+        first_batch = False
+    out.stats["valid"] += len(events)
+    return Step(state, out.frames(), out.stats)
+
+
+def _apply(
+    cluster: str,
+    state: dict[str, Any],
+    events: pd.DataFrame,
+    clock_end: int,
+    config: EngineConfig,
+    out: Out,
+    first_event: tuple[int, str] | None,
+) -> None:
+    """The stages, for admitted events in event-time order, up to the clock ``clock_end``."""
     sends = with_defaults(events[events["kind"] == "send_result"], config)
+    touch(state, sends)
     after = next_steps(sends, config)
     run = Run(cluster, state, config, out, clock_end)
-    if first_batch:
-        run.first_event = (int(events["event_time"].iloc[0]), str(events["event_id"].iloc[0]))
+    run.first_event = first_event
     for scope in config.scopes:
         run.prepare_tables(scope, sends)
     run.timeline(events, sends[after == Next.RETRY].assign(kind="decision"))
     for scope in config.scopes:
         run.finish_tables(scope)
     run.routing_table()
-    schedule_batch(cluster, state, events, sends, after, config, out)
-    out.stats["valid"] += len(events)
-    return Step(state, out.frames(), out.stats)
+    schedule_batch(cluster, state, events, sends, after, config, out, clock_end)

@@ -32,6 +32,9 @@ class EngineConfig:
     max_future_skew_ms: int = 3_600_000
     heartbeat_timeout_ms: int = 120_000
     scan_interval_ms: int = 10_000
+    evict_after_ms: int | None = 3_600_000
+    """A producer instance that sends nothing for this long (event time) is forgotten; ``None``
+    keeps every producer for ever."""
     static_routes: Mapping[str, Route] = field(default_factory=dict)
     profiles: Mapping[str, Profile] = field(default_factory=lambda: dict(PROFILES))
     seed: int = 0

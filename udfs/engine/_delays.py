@@ -22,8 +22,9 @@ def schedule_batch(
     after: np.ndarray,
     config: EngineConfig,
     out: Out,
+    clock_end: int,
 ) -> None:
-    """Messages into the delay queues, and the due ones out, at the batch's clock."""
+    """Messages into the delay queues, and the due ones out, at ``clock_end``."""
     schedule = Schedule(
         cluster, state.setdefault("schedule", {}), config.delays, config.broker_profile
     )
@@ -32,6 +33,6 @@ def schedule_batch(
     schedule.delayed_sends(sends[delayed])
     retry = (events["kind"] == "consume_result") & (events["status"] == "RECONSUME_LATER")
     schedule.consume_retries(events[retry])
-    schedule.release(int(state["clock"]))
+    schedule.release(clock_end)
     out.rows("schedule_entries", schedule.entries)
     out.rows("redeliveries", schedule.redeliveries)

@@ -308,7 +308,8 @@ class Run:
             )
             return
         pkey = f"{scope}|{key}|{producer}|{row.topic}"
-        pub = self.state["pubinfo"].get(pkey)
+        pubs = self.state["producers"][producer]["pub"]
+        pub = pubs.get(f"{scope}|{row.topic}")
         _, digest, fresh_queues, wqn = self._facts(route)
         if pub is None or pub["route"] != digest:
             pub = {
@@ -317,7 +318,7 @@ class Run:
                 "index": None,
                 "seed": f"{row.event_time}|{row.event_id}",
             }
-            self.state["pubinfo"][pkey] = pub
+            pubs[f"{scope}|{row.topic}"] = pub
         queues = (
             [MessageQueue(b, q, row.topic) for b, q in pub["queues"]]
             if pub["queues"] is not None

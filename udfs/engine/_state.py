@@ -11,7 +11,7 @@ from typing import Any
 from udfs.engine._config import CLUSTER, PRODUCER, Route
 from udfs.rocketmq import TopicPublishInfo
 
-STATE_VERSION = 3
+STATE_VERSION = 4
 
 
 def new_state() -> dict[str, Any]:
@@ -19,7 +19,7 @@ def new_state() -> dict[str, Any]:
         "v": STATE_VERSION,
         "clock": None,
         "tables": {CLUSTER: {}, PRODUCER: {}},
-        "pubinfo": {},
+        "producers": {},
         "routes": {},
         "heartbeats": {},
         "routing_table": {},
@@ -46,6 +46,8 @@ def loads(text: str) -> dict[str, Any]:
                 for k, sigs in state["routing_table"].items()
             },
         }
+    if state.get("v") == 3:  # version 3 kept publish infos in one map, not per producer
+        state = _per_producer(state)
     if state.get("v") != STATE_VERSION:
         raise ValueError(
             f"state schema version {state.get('v')} is not {STATE_VERSION}: this checkpoint was "
@@ -77,3 +79,28 @@ def _compact_pubinfo(pub: dict[str, Any]) -> dict[str, Any]:
 def rng(seed: int, *parts: object) -> random.Random:
     digest = hashlib.blake2b("\x1f".join(map(str, (seed, *parts))).encode(), digest_size=8)
     return random.Random(int.from_bytes(digest.digest(), "big"))
+
+
+def _per_producer(state: dict[str, Any]) -> dict[str, Any]:
+    """A version 3 state as version 4 keeps it: each producer's publish infos under the producer,
+    with its last send taken as the state's clock (it is forgotten that long after the upgrade
+    unless it sends again). Version 3 joined scope, scope key, producer and topic with ``|``;
+    a producer id is told apart from the rest by the producers the state knows."""
+    clusters = list(state["tables"][CLUSTER])
+    known = set(state["tables"][PRODUCER])
+    known |= {k.split("|")[1] for k in state["pubinfo"] if k.startswith(f"{PRODUCER}|")}
+    producers: dict[str, dict[str, Any]] = {
+        p: {"last": state["clock"], "eid": None, "pub": {}} for p in known
+    }
+    for pkey, pub in state["pubinfo"].items():
+        scope, rest = pkey.split("|", 1)
+        key = clusters[0] if scope == CLUSTER and clusters else rest.split("|", 1)[0]
+        rest = rest[len(key) + 1 :]
+        pid = max((p for p in known if rest.startswith(f"{p}|")), key=len, default=None)
+        pid = pid if pid is not None else rest.split("|", 1)[0]
+        topic = rest[len(pid) + 1 :]
+        producers.setdefault(pid, {"last": state["clock"], "eid": None, "pub": {}})
+        producers[pid]["pub"][f"{scope}|{topic}"] = pub
+    state = {**state, "v": 4, "producers": producers}
+    del state["pubinfo"]
+    return state

@@ -1,0 +1,114 @@
+"""Producers and their lifetime: what the state keeps per producer instance, and when it is
+forgotten.
+
+A producer instance (RocketMQ's ``clientId``: one per process) that sends nothing for
+``evict_after_ms`` of event time is gone: a restarted process is a new instance. Its producer-scope
+FaultTable, its ``TopicPublishInfo`` in each scope and its routing tables are dropped at
+``last send + evict_after_ms``, a deadline like any other, and one ``EVICTED`` row in
+``broker_decisions`` says so. If it sends again, it starts afresh, as a new instance would.
+
+The deadline may fall inside a batch that also holds the instance's next send. Such a batch is
+applied in segments cut at those deadlines, each ending with its deadline as the clock, so the
+rows are those of any other split into batches.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from udfs.engine._config import PRODUCER, EngineConfig
+from udfs.engine._output import Out
+
+
+def segments(
+    state: dict[str, Any], events: pd.DataFrame, config: EngineConfig
+) -> list[tuple[pd.DataFrame, int]]:
+    """The admitted events (in event-time order) as (events, clock at the end) pieces, cut at each
+    deadline that evicts a producer which then sends again in this batch."""
+    end = int(state["clock"])
+    horizon = config.evict_after_ms
+    sends = events["kind"].to_numpy(object) == "send_result"
+    if horizon is None or not sends.any():
+        return [(events, end)]
+    pids = events["producer_id"].to_numpy(object)[sends]
+    t = events["event_time"].to_numpy(np.int64)[sends]
+    codes, names = pd.factorize(pids)
+    order = np.lexsort((t, codes))  # per producer, in time
+    codes, t = codes[order], t[order]
+    first = np.r_[True, codes[1:] != codes[:-1]]
+    previous = np.r_[np.int64(0), t[:-1]]
+    known = state["producers"]
+    last = np.array(
+        [known[p]["last"] if p in known else np.iinfo(np.int64).max for p in names],
+        dtype=np.float64,
+    )  # float: a producer never seen has no gap
+    previous = np.where(first, last[codes], previous)
+    returns = t - previous >= horizon
+    if not returns.any():
+        return [(events, end)]
+    cuts = np.unique((previous[returns] + horizon).astype(np.int64))
+    times = events["event_time"].to_numpy(np.int64)
+    bounds = [0, *np.searchsorted(times, cuts, side="left").tolist(), len(events)]
+    ends = [*cuts.tolist(), end]
+    return [
+        (events.iloc[a:b].reset_index(drop=True), int(e))
+        for a, b, e in zip(bounds[:-1], bounds[1:], ends, strict=True)
+    ]
+
+
+def touch(state: dict[str, Any], sends: pd.DataFrame) -> None:
+    """Each producer's latest send (its time and event id) in this segment."""
+    if not len(sends):
+        return
+    latest = sends.drop_duplicates("producer_id", keep="last")
+    known = state["producers"]
+    for pid, t, eid in zip(
+        latest["producer_id"].tolist(),
+        latest["event_time"].tolist(),
+        latest["event_id"].tolist(),
+        strict=True,
+    ):
+        producer = known.get(pid)
+        if producer is None:
+            known[pid] = {"last": t, "eid": eid, "pub": {}}
+        elif t >= producer["last"]:
+            producer["last"], producer["eid"] = t, eid
+
+
+def evict(
+    cluster: str, state: dict[str, Any], clock_end: int, config: EngineConfig, out: Out
+) -> None:
+    """Forget the producers whose last send is ``evict_after_ms`` or more before the clock."""
+    horizon = config.evict_after_ms
+    if horizon is None:
+        return
+    limit = clock_end - horizon
+    known = state["producers"]
+    gone = [pid for pid, p in known.items() if p["last"] <= limit]
+    if not gone:
+        return
+    tables = state["tables"][PRODUCER]
+    rows = []
+    for pid in sorted(gone):
+        producer = known.pop(pid)
+        table = tables.pop(pid, None)
+        state["routing_table"].pop(f"{PRODUCER}|{pid}", None)
+        at = producer["last"] + horizon
+        rows.append(
+            {
+                "scope": PRODUCER,
+                "scope_key": pid,
+                "cluster": cluster,
+                "broker_name": None,
+                "decision": "EVICTED",
+                "effective_at": at,
+                "available_from": at,
+                "reason": f"no send result for {horizon} ms: the producer's state is forgotten",
+                "cause_event_id": producer["eid"],
+                "profile": table["profile"] if table else "",
+            }
+        )
+    out.rows("broker_decisions", rows)
