@@ -419,6 +419,7 @@ def isolation_windows(output: Path) -> list[dict[str, Any]]:
     from deltalake import DeltaTable
 
     rows = DeltaTable(str(output / "broker_decisions")).to_pyarrow_table().to_pylist()
+    rows = [r for r in rows if r["decision"] in ("ISOLATE", "RESTORE")]
     rows.sort(
         key=lambda r: (
             r["scope"],

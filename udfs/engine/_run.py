@@ -3,9 +3,11 @@ routes), routing decisions with the real ``select_queue``, and the routing table
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 
@@ -36,10 +38,9 @@ class Run:
         self.routes_at_start = self._effective_routes({})
         self._routes_now = self.routes_at_start
         self._route_facts: dict[int, tuple[Route, str, list[list[Any]], Any]] = {}
-        self._route_brokers: dict[int, tuple[Route, frozenset[str]]] = {}
         self._tables_made: dict[tuple[int, Any], tuple[str, pa.Array, pa.Array]] = {}
         self._queues_made: dict[tuple[int, str], list[MessageQueue]] = {}
-        self._route_positions: dict[int, tuple[Route, dict[str, int]]] = {}
+        self._layouts: dict[int, _Layout] = {}
         self.new_topics: dict[str, dict[str, tuple[int, str]]] = {}
         self.first_event: tuple[int, str] | None = None
         self._next_scan = -(2**63)
@@ -364,26 +365,22 @@ class Run:
 
     # the routing table: each change of a topic's selectable queues, per scope key
 
-    def _positions_in(self, route: Route) -> dict[str, int]:
-        """Each broker's place in the route."""
-        made = self._route_positions.get(id(route))
+    def _layout(self, route: Route) -> _Layout:
+        made = self._layouts.get(id(route))
         if made is None:
-            made = self._route_positions[id(route)] = (
-                route, {b: i for i, (b, _, _) in enumerate(route)}
-            )  # fmt: skip
-        return made[1]
-
-    def _brokers_of(self, route: Route) -> frozenset[str]:
-        brokers = self._route_brokers.get(id(route))
-        if brokers is None:
-            brokers = self._route_brokers[id(route)] = (route, frozenset(b for b, _, _ in route))
-        return brokers[1]
+            made = self._layouts[id(route)] = _Layout(route)
+        return made
 
     def routing_table(self) -> None:
+        quiet = not self.route_history
         for scope in self.config.scopes:
+            changes = self.changes[scope]
             for key, tstate in self.state["tables"][scope].items():
-                if tstate["profile"] is not None:
-                    self._routing_table_for(scope, key)
+                if tstate["profile"] is None:
+                    continue
+                if quiet and key not in changes and key not in self.new_topics and scope != CLUSTER:
+                    continue  # nothing that a routing table is made of changed
+                self._routing_table_for(scope, key)
 
     def _table_of(
         self, route: Route, isolated: tuple[tuple[str, int], ...]
@@ -394,23 +391,7 @@ class Run:
         cache_key = (id(route), isolated)
         made = self._tables_made.get(cache_key)
         if made is None:
-            out = {b for b, _ in isolated}
-            selectable = [
-                [b, q] for b, w, perm in route if perm & 2 and b not in out for q in range(w)
-            ]
-            made = (
-                digest([selectable, [list(x) for x in isolated]]),
-                pa.array(
-                    [[{"broker_name": b, "queue_id": q} for b, q in selectable]],
-                    TABLES["routing_table"].field("selectable").type,
-                ),
-                pa.array(
-                    [[{"broker_name": b, "until": u} for b, u in isolated]],
-                    TABLES["routing_table"].field("isolated").type,
-                ),
-            )
-            self._tables_made[cache_key] = made
-            self._route_brokers.setdefault(id(route), (route, frozenset(b for b, _, _ in route)))
+            made = self._tables_made[cache_key] = self._layout(route).table(isolated)
         return made
 
     def _routing_table_for(self, scope: str, key: str) -> None:
@@ -442,13 +423,13 @@ class Run:
                     isolated.pop(broker, None)
                 else:
                     isolated[broker] = until
-                changed = [tp for tp in known if broker in self._brokers_of(routes.get(tp, ()))]
+                changed = [tp for tp in known if broker in self._layout(routes.get(tp, ())).at]
             else:
                 known.add(payload)
                 changed = [payload]
             for topic in sorted(changed):
                 route = routes.get(topic, ())
-                positions = self._positions_in(route)
+                positions = self._layout(route).at
                 isolated_here = tuple(
                     (b, u) for _, b, u in sorted(
                         (positions[b], b, u) for b, u in isolated.items() if b in positions
@@ -471,3 +452,43 @@ class Run:
                     }
                 )
         self.out.rows("routing_table", rows)
+
+
+_SELECTABLE = TABLES["routing_table"].field("selectable").type
+_ISOLATED = TABLES["routing_table"].field("isolated").type
+
+
+class _Layout:
+    """A route's queues, worked out once per batch: each broker's place, its writable queues as
+    JSON text (for the digest) and as Arrow rows (for the table)."""
+
+    def __init__(self, route: Route) -> None:
+        self.route = route  # kept, so that its id is not reused while the layout is cached
+        self.at = {b: i for i, (b, _, _) in enumerate(route)}
+        writable = [(b, w) for b, w, perm in route if perm & 2 and w > 0]
+        self.text = [(b, ",".join(f"[{json.dumps(b)},{q}]" for q in range(w))) for b, w in writable]
+        ends = np.cumsum([w for _, w in writable], dtype=np.int64)
+        self.span = {b: (int(e) - w, int(e)) for (b, w), e in zip(writable, ends, strict=True)}
+        self.queues = pa.array(
+            [{"broker_name": b, "queue_id": q} for b, w in writable for q in range(w)],
+            _SELECTABLE.value_type,
+        )
+
+    def table(self, isolated: tuple[tuple[str, int], ...]) -> tuple[str, pa.Array, pa.Array]:
+        """The digest of ``[selectable, isolated]`` (``selectable``: the writable queues of the
+        brokers not isolated, as ``[broker, queue]``) and the row's two lists."""
+        out = {b for b, _ in isolated}
+        selectable = "[" + ",".join(t for b, t in self.text if b not in out) + "]"
+        iso = json.dumps([list(x) for x in isolated], separators=(",", ":"))
+        fingerprint = hashlib.blake2b(f"[{selectable},{iso}]".encode(), digest_size=12)
+        queues = self.queues
+        if out:
+            keep = np.ones(len(queues), dtype=bool)
+            for b in out & self.span.keys():
+                keep[slice(*self.span[b])] = False
+            queues = queues.filter(pa.array(keep))
+        return (
+            fingerprint.hexdigest(),
+            pa.ListArray.from_arrays(pa.array([0, len(queues)], pa.int32()), queues, _SELECTABLE),
+            pa.array([[{"broker_name": b, "until": u} for b, u in isolated]], _ISOLATED),
+        )
