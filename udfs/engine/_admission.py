@@ -3,6 +3,7 @@ cluster's clock; and what each producer did after each attempt."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -92,13 +93,14 @@ def admit(
     late = np.zeros(len(t), dtype=bool) if clock is None else t < clock - config.allowed_lateness_ms
     ingest = events["ingest_ms"].to_numpy(np.float64, na_value=np.nan)[order]
     future = ~late & ~np.isnan(ingest) & (t > np.nan_to_num(ingest) + config.max_future_skew_ms)
-    seen: dict[str, int] = state["seen"]
+    seen: dict[str, list[str]] = state["seen"]
     candidates = ~late & ~future
     ids = events["event_id"].to_numpy(object)[order]
     repeated = np.zeros(len(t), dtype=bool)
     if candidates.any():
         chosen = pd.Series(ids[candidates], dtype=object)
-        repeated[candidates] = (chosen.duplicated() | chosen.isin(seen)).to_numpy(bool)
+        known = list(itertools.chain.from_iterable(seen.values()))
+        repeated[candidates] = (chosen.duplicated() | chosen.isin(known)).to_numpy(bool)
     if late.any():
         lf = events.iloc[order[late]]
         out.add(
@@ -133,9 +135,26 @@ def admit(
         admitted_t = t[keep]
         latest = int(admitted_t.max())
         state["clock"] = latest if clock is None else max(int(clock), latest)
-        horizon = state["clock"] - config.allowed_lateness_ms
-        fresh = admitted_t >= horizon
-        kept = {k: v for k, v in seen.items() if v >= horizon}
-        kept.update(zip(ids[keep][fresh].tolist(), admitted_t[fresh].tolist(), strict=True))
-        state["seen"] = kept
+        state["seen"] = _remember(
+            seen, ids[keep], admitted_t, state["clock"] - config.allowed_lateness_ms
+        )
     return admitted
+
+
+def _remember(
+    seen: dict[str, list[str]], ids: np.ndarray, t: np.ndarray, horizon: int
+) -> dict[str, list[str]]:
+    """The event ids to keep: those of events at or after ``horizon`` (an older one is late
+    anyway), in lists per second of event time, so that a whole second is dropped at once and
+    the state holds each id without its time. ``t`` is in order."""
+    first = horizon // 1000
+    kept = {k: v for k, v in seen.items() if int(k) >= first}
+    fresh = t >= horizon
+    seconds = t[fresh] // 1000
+    bounds = [0, *(np.flatnonzero(np.diff(seconds)) + 1).tolist(), len(seconds)]
+    fresh_ids = ids[fresh].tolist()
+    for a, b in itertools.pairwise(bounds):
+        if a < b:
+            key = str(int(seconds[a]))
+            kept[key] = [*kept.get(key, ()), *fresh_ids[a:b]]
+    return kept

@@ -82,7 +82,8 @@ def rng(seed: int, *parts: object) -> random.Random:
 
 
 def _per_producer(state: dict[str, Any]) -> dict[str, Any]:
-    """A version 3 state as version 4 keeps it: each producer's publish infos under the producer,
+    """A version 3 state as version 4 keeps it: event ids in lists per second (not each with its
+    time), and each producer's publish infos under the producer,
     with its last send taken as the state's clock (it is forgotten that long after the upgrade
     unless it sends again). Version 3 joined scope, scope key, producer and topic with ``|``;
     a producer id is told apart from the rest by the producers the state knows."""
@@ -101,6 +102,9 @@ def _per_producer(state: dict[str, Any]) -> dict[str, Any]:
         topic = rest[len(pid) + 1 :]
         producers.setdefault(pid, {"last": state["clock"], "eid": None, "pub": {}})
         producers[pid]["pub"][f"{scope}|{topic}"] = pub
-    state = {**state, "v": 4, "producers": producers}
+    seen: dict[str, list[str]] = {}
+    for eid, t in sorted(state["seen"].items(), key=lambda e: e[1]):
+        seen.setdefault(str(t // 1000), []).append(eid)
+    state = {**state, "v": 4, "producers": producers, "seen": seen}
     del state["pubinfo"]
     return state
