@@ -89,8 +89,8 @@ def test_quiet_batches_empty_triggers_and_six_hours_of_silence(tmp_path: Path) -
     assert batches[["quarantined", "late", "duplicates"]].sum().tolist() == [0, 0, 0]
     decided = table(output, "broker_decisions")
     rows = sorted(
-        (r.batch_id, r.scope, r.broker_name, r.decision, r.effective_at - T0)
-        for r in decided.itertuples()
+        (r.batch_id, r.scope, r.broker_name or "-", r.decision, r.effective_at - T0)
+        for r in decided.fillna({"broker_name": ""}).itertuples()
     )
     assert rows == [
         (0, "cluster", "a", "ISOLATE", 1000),
@@ -102,6 +102,7 @@ def test_quiet_batches_empty_triggers_and_six_hours_of_silence(tmp_path: Path) -
         (3, "cluster", "a", "ROUTE_RESTORED", 6 * HOUR),
         (3, "cluster", "b", "ROUTE_EXPIRED", 160_000),
         (3, "cluster", "b", "ROUTE_RESTORED", 6 * HOUR),
+        (3, "producer", "-", "EVICTED", 3000 + HOUR),  # an hour after p's last send
         (3, "producer", "a", "RESTORE", 601_000),
     ]
     released = table(output, "redeliveries")
