@@ -15,6 +15,8 @@ from streaming.config import load_scenario
 from streaming.simulator import simulate
 from tests.engine.conftest import frame
 from udfs import engine
+from udfs.engine import _state as engine_state
+from udfs.engine._run import _Layout
 from udfs.rocketmq import PROFILES, FaultTable, not_available_duration
 from udfs.rocketmq._vector import not_available_durations, start_timestamps
 
@@ -165,3 +167,30 @@ def test_a_version_2_checkpoint_resumes_as_if_this_version_had_written_it() -> N
     assert after_v2.tables.keys() == after_v3.tables.keys()
     for name, rows in after_v3.tables.items():
         assert after_v2.tables[name].equals(rows), name
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b", "c", 'd"', "é"]),
+            st.integers(0, 3),
+            st.sampled_from([2, 4, 6]),
+        ),
+        min_size=1,
+        max_size=5,
+        unique_by=lambda e: e[0],
+    ),
+    st.data(),
+)
+def test_a_routing_tables_digest_is_that_of_its_json(route: list[Any], data: Any) -> None:
+    """Routing-table digests in the state are ``digest([selectable, isolated])``: the layout made
+    once per route writes the same JSON text, so checkpoints stay comparable."""
+    brokers = [b for b, _, _ in route]
+    isolated = tuple((b, 7) for b in data.draw(st.lists(st.sampled_from(brokers), unique=True)))
+    selectable = [
+        [b, q] for b, w, perm in route if perm & 2 and b not in dict(isolated) for q in range(w)
+    ]
+    made, queues, _ = _Layout(tuple(route)).table(isolated)
+    assert made == engine_state.digest([selectable, [list(x) for x in isolated]])
+    assert [[q["broker_name"], q["queue_id"]] for q in queues.to_pylist()[0]] == selectable

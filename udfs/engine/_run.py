@@ -3,7 +3,6 @@ routes), routing decisions with the real ``select_queue``, and the routing table
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any
 
@@ -13,7 +12,7 @@ import pyarrow as pa
 
 from udfs.engine._config import CLUSTER, EngineConfig, Route
 from udfs.engine._output import Out
-from udfs.engine._state import digest, rng
+from udfs.engine._state import digest, rng, text_digest
 from udfs.engine._tables import Change, ScopeTables, emit, expire_idle, report_rows
 from udfs.rocketmq import FaultTable, MessageQueue, SendMode, TopicPublishInfo, select_queue
 from udfs.schema import TABLES
@@ -475,12 +474,12 @@ class _Layout:
         )
 
     def table(self, isolated: tuple[tuple[str, int], ...]) -> tuple[str, pa.Array, pa.Array]:
-        """The digest of ``[selectable, isolated]`` (``selectable``: the writable queues of the
-        brokers not isolated, as ``[broker, queue]``) and the row's two lists."""
+        """``digest([selectable, isolated])`` (``selectable``: the writable queues of the brokers
+        not isolated, as ``[broker, queue]``), written from the JSON made once per route, and the
+        row's two lists."""
         out = {b for b, _ in isolated}
         selectable = "[" + ",".join(t for b, t in self.text if b not in out) + "]"
         iso = json.dumps([list(x) for x in isolated], separators=(",", ":"))
-        fingerprint = hashlib.blake2b(f"[{selectable},{iso}]".encode(), digest_size=12)
         queues = self.queues
         if out:
             keep = np.ones(len(queues), dtype=bool)
@@ -488,7 +487,7 @@ class _Layout:
                 keep[slice(*self.span[b])] = False
             queues = queues.filter(pa.array(keep))
         return (
-            fingerprint.hexdigest(),
+            text_digest(f"[{selectable},{iso}]"),
             pa.ListArray.from_arrays(pa.array([0, len(queues)], pa.int32()), queues, _SELECTABLE),
             pa.array([[{"broker_name": b, "until": u} for b, u in isolated]], _ISOLATED),
         )

@@ -58,7 +58,11 @@ def loads(text: str) -> dict[str, Any]:
 
 def digest(value: Any) -> str:
     """A short fingerprint of a JSON value: what the state keeps of a route or a routing table."""
-    text = json.dumps(value, separators=(",", ":"))
+    return text_digest(json.dumps(value, separators=(",", ":")))
+
+
+def text_digest(text: str) -> str:
+    """:func:`digest` of a value already written as compact JSON."""
     return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
 
 
