@@ -41,10 +41,7 @@ def segments(
     first = np.r_[True, codes[1:] != codes[:-1]]
     previous = np.r_[np.int64(0), t[:-1]]
     known = state["producers"]
-    last = np.array(
-        [known[p]["last"] if p in known else np.iinfo(np.int64).max for p in names],
-        dtype=np.float64,
-    )  # float: a producer never seen has no gap
+    last = np.array([known[p]["last"] if p in known else np.inf for p in names])  # new: no gap
     previous = np.where(first, last[codes], previous)
     returns = t - previous >= horizon
     if not returns.any():
