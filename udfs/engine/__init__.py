@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 
@@ -40,6 +41,7 @@ from udfs.engine._delays import schedule_batch
 from udfs.engine._output import Out
 from udfs.engine._producers import evict, segments, touch
 from udfs.engine._run import Run
+from udfs.engine._shards import WHOLE, Shard
 from udfs.engine._state import STATE_VERSION, dumps, loads, new_state
 from udfs.rocketmq import Next
 
@@ -49,6 +51,7 @@ __all__ = [
     "SCOPES",
     "STATE_VERSION",
     "EngineConfig",
+    "Shard",
     "Step",
     "advance",
     "dumps",
@@ -66,25 +69,44 @@ class Step:
 
 
 def advance(
-    cluster: str, state: dict[str, Any] | None, events: pd.DataFrame, config: EngineConfig
+    cluster: str,
+    state: dict[str, Any] | None,
+    events: pd.DataFrame,
+    config: EngineConfig,
+    shard: Shard = WHOLE,
 ) -> Step:
     """Apply one batch of a cluster's events. ``events`` has the parsed event columns (see
-    ``udfs.schema.EVENTS``) and may be empty (nothing changes then)."""
+    ``udfs.schema.EVENTS``) and may be empty (nothing changes then). ``shard`` says which part of
+    the cluster's work this call does (:mod:`udfs.engine._shards`); by default, all of it."""
     state = state if state is not None else new_state()
     out = Out()
-    out.stats["input"] = len(events)
-    events = quarantine(events, out)
+    # every shard admits every record alike; only the lead files and counts them
+    admission = out if shard.lead else Out()
+    admission.stats["input"] = len(events)
+    events = quarantine(events, admission)
     first_batch = state["clock"] is None
-    events = admit(cluster, state, events, arrival_order(events), config, out)
+    events = admit(cluster, state, events, arrival_order(events), config, admission)
+    admission.stats["valid"] += len(events)
     if len(events) == 0:
         return Step(state, out.frames(), out.stats)
     first = (int(events["event_time"].iloc[0]), str(events["event_id"].iloc[0]))
+    if not shard.lead:  # its clock moved with every event: its deadlines fire all the same
+        events = _owned(events, shard)
     for part, clock_end in segments(state, events, config):
-        _apply(cluster, state, part, clock_end, config, out, first if first_batch else None)
-        evict(cluster, state, clock_end, config, out)
+        _apply(cluster, state, part, clock_end, config, out, first if first_batch else None, shard)
+        evict(cluster, state, clock_end, config, out, shard)
         first_batch = False
-    out.stats["valid"] += len(events)
     return Step(state, out.frames(), out.stats)
+
+
+def _owned(events: pd.DataFrame, shard: Shard) -> pd.DataFrame:
+    """What a shard other than the lead applies: the NameServer's events and its producers'
+    sends."""
+    kind = events["kind"].to_numpy(object)
+    keep = np.isin(kind, ["heartbeat", "route"])
+    sends = np.flatnonzero(kind == "send_result")
+    keep[sends] = shard.mask(events["producer_id"].to_numpy(object)[sends])
+    return events[keep].reset_index(drop=True)
 
 
 def _apply(
@@ -95,17 +117,21 @@ def _apply(
     config: EngineConfig,
     out: Out,
     first_event: tuple[int, str] | None,
+    shard: Shard,
 ) -> None:
     """The stages, for admitted events in event-time order, up to the clock ``clock_end``."""
     sends = with_defaults(events[events["kind"] == "send_result"], config)
     touch(state, sends)
     after = next_steps(sends, config)
-    run = Run(cluster, state, config, out, clock_end)
+    mine = sends[shard.mask(sends["producer_id"].to_numpy(object))]
+    scopes = [s for s in config.scopes if s == PRODUCER or shard.lead]
+    run = Run(cluster, state, config, out, clock_end, shard)
     run.first_event = first_event
-    for scope in config.scopes:
-        run.prepare_tables(scope, sends)
-    run.timeline(events, sends[after == Next.RETRY].assign(kind="decision"))
-    for scope in config.scopes:
+    for scope in scopes:
+        run.prepare_tables(scope, sends if scope == CLUSTER else mine)
+    run.timeline(events, sends[after == Next.RETRY].assign(kind="decision"), scopes)
+    for scope in scopes:
         run.finish_tables(scope)
-    run.routing_table()
-    schedule_batch(cluster, state, events, sends, after, config, out, clock_end)
+    run.routing_table(scopes)
+    if shard.lead:
+        schedule_batch(cluster, state, events, sends, after, config, out, clock_end)

@@ -21,6 +21,7 @@ import pandas as pd
 
 from udfs.engine._config import PRODUCER, EngineConfig
 from udfs.engine._output import Out
+from udfs.engine._shards import Shard
 
 
 def segments(
@@ -76,9 +77,15 @@ def touch(state: dict[str, Any], sends: pd.DataFrame) -> None:
 
 
 def evict(
-    cluster: str, state: dict[str, Any], clock_end: int, config: EngineConfig, out: Out
+    cluster: str,
+    state: dict[str, Any],
+    clock_end: int,
+    config: EngineConfig,
+    out: Out,
+    shard: Shard,
 ) -> None:
-    """Forget the producers whose last send is ``evict_after_ms`` or more before the clock."""
+    """Forget the producers whose last send is ``evict_after_ms`` or more before the clock; the
+    shard that owns a producer says so."""
     horizon = config.evict_after_ms
     if horizon is None:
         return
@@ -93,6 +100,8 @@ def evict(
         producer = known.pop(pid)
         table = tables.pop(pid, None)
         state["routing_table"].pop(f"{PRODUCER}|{pid}", None)
+        if not shard.owns(pid):
+            continue  # the lead's copy, for the cluster scope: the owner writes the row
         at = producer["last"] + horizon
         rows.append(
             {

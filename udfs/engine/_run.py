@@ -12,6 +12,7 @@ import pyarrow as pa
 
 from udfs.engine._config import CLUSTER, EngineConfig, Route
 from udfs.engine._output import Out
+from udfs.engine._shards import Shard
 from udfs.engine._state import digest, rng, text_digest
 from udfs.engine._tables import Change, ScopeTables, emit, expire_idle, report_rows
 from udfs.rocketmq import FaultTable, MessageQueue, SendMode, TopicPublishInfo, select_queue
@@ -20,7 +21,13 @@ from udfs.schema import TABLES
 
 class Run:
     def __init__(
-        self, cluster: str, state: dict[str, Any], config: EngineConfig, out: Out, clock_end: int
+        self,
+        cluster: str,
+        state: dict[str, Any],
+        config: EngineConfig,
+        out: Out,
+        clock_end: int,
+        shard: Shard,
     ) -> None:
         self.cluster, self.state, self.config, self.out, self.clock_end = (
             cluster,
@@ -29,6 +36,7 @@ class Run:
             out,
             clock_end,
         )
+        self.shard = shard
         self.tables: dict[str, ScopeTables] = {}
         self.changes: dict[str, dict[str, list[Change]]] = {}
         self.items_at_start: dict[str, dict[str, list[list[Any]]]] = {}
@@ -109,7 +117,7 @@ class Run:
 
     # the sequential timeline: NameServer, routes and routing decisions
 
-    def timeline(self, events: pd.DataFrame, decide: pd.DataFrame) -> None:
+    def timeline(self, events: pd.DataFrame, decide: pd.DataFrame, scopes: list[str]) -> None:
         ticks = events[events["kind"].isin(["heartbeat", "route"])]
         items = pd.concat(
             [ticks[["event_time", "event_id", "kind"]], decide[["event_time", "event_id", "kind"]]]
@@ -137,8 +145,9 @@ class Run:
             elif kind == "route":
                 self._route(row)
             else:
-                for scope in self.config.scopes:
-                    self._routing_decision(scope, row)
+                for scope in scopes:
+                    if scope == CLUSTER or self.shard.owns(str(row.producer_id)):
+                        self._routing_decision(scope, row)
         self._scans_until(self.clock_end)
 
     def _scans_until(self, now: int) -> None:
@@ -152,8 +161,7 @@ class Run:
             scan = self._scan_after(hb["last"])
             if scan <= now:
                 hb["expired"] = True
-                self.out.rows(
-                    "broker_decisions",
+                self._route_rows(
                     [
                         self._route_decision(
                             broker,
@@ -183,8 +191,7 @@ class Run:
         }
         self._next_scan = min(self._next_scan, self._scan_after(at))
         if hb is not None and hb["expired"]:
-            self.out.rows(
-                "broker_decisions",
+            self._route_rows(
                 [
                     self._route_decision(
                         row.broker_name,
@@ -196,6 +203,11 @@ class Run:
                 ],
             )
             self._route_changed(at, 1, row.event_id, broker=row.broker_name)
+
+    def _route_rows(self, rows: list[dict[str, Any]]) -> None:
+        """The NameServer's decisions: every shard follows the NameServer, the lead says so."""
+        if self.shard.lead:
+            self.out.rows("broker_decisions", rows)
 
     def _route_decision(
         self, broker: str, decision: str, at: int, cause: str, reason: str
@@ -370,9 +382,9 @@ class Run:
             made = self._layouts[id(route)] = _Layout(route)
         return made
 
-    def routing_table(self) -> None:
+    def routing_table(self, scopes: list[str]) -> None:
         quiet = not self.route_history
-        for scope in self.config.scopes:
+        for scope in scopes:
             changes = self.changes[scope]
             for key, tstate in self.state["tables"][scope].items():
                 if tstate["profile"] is None:
