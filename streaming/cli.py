@@ -27,6 +27,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--scope", help="cluster | producer | both")
     run.add_argument("--master", help="Spark master URL (default local[*])")
     run.add_argument("--max-records-per-batch", type=int, help="records per micro-batch at most")
+    run.add_argument(
+        "--stateful-shards", type=int, help="keys per RocketMQ cluster in the stateful stage"
+    )
     run.add_argument("--kafka-bootstrap", help="Kafka: HOST:PORT[,...]")
     run.add_argument("--topic", help="Kafka: the topic of send results")
     run.add_argument("--starting-offsets", help="Kafka: earliest (the default) | latest | JSON")
@@ -82,6 +85,7 @@ def _run(args: argparse.Namespace) -> int:
         "scope": args.scope,
         "master": args.master,
         "max_records_per_batch": args.max_records_per_batch,
+        "stateful_shards": args.stateful_shards,
         "kafka_bootstrap": args.kafka_bootstrap,
         "topic": args.topic,
         "starting_offsets": args.starting_offsets,

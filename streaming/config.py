@@ -191,6 +191,10 @@ class JobConfig(_Strict):
     master: str = "local[*]"
     max_records_per_batch: PositiveInt = 20_000
     shuffle_partitions: PositiveInt = 2
+    stateful_shards: PositiveInt = 1
+    """Keys of the stateful operator per RocketMQ cluster: its producers' own scope is split
+    over them (see ``udfs.engine._shards``), so one cluster's work runs in that many tasks.
+    Fixed for a checkpoint, as is ``shuffle_partitions``."""
     cluster_profile: ProfileName = "rocketmq-5"
     default_client_profile: ProfileName = "rocketmq-4.9"
     default_latency_fault_enable: bool = True

@@ -130,6 +130,28 @@ def _bundle(output: Path) -> Path:
     return bundle
 
 
+SLOT = "slot"
+SLOT_TRIES = 64
+
+
+def _slots(shards: int, partitions: int) -> Any:
+    """Each record's copies, one per shard: the ``slot`` column, exploded. Shard ``i`` of a
+    cluster gets the slot ``i + k * shards`` (the smallest such ``k``) that Spark's hash
+    partitioning puts into task ``hash(cluster) + i`` (modulo the partitions), so a cluster's
+    shards run in different tasks, not wherever the hash of ``(cluster, i)`` happens to fall. The
+    state is stored by the same partitioning; that is why ``shuffle_partitions`` is fixed for a
+    checkpoint. The engine reads the shard back as ``slot % shards``."""
+    from pyspark.sql import functions as F
+
+    return F.explode(
+        F.expr(
+            f"transform(sequence(0, {shards - 1}), i -> coalesce(array_min(filter("
+            f"transform(sequence(0, {SLOT_TRIES - 1}), k -> i + k * {shards}), "
+            f"s -> pmod(hash(key, s), {partitions}) = pmod(hash(key) + i, {partitions}))), i))"
+        )
+    )
+
+
 def build_query(
     spark: Any,
     config: JobConfig,
@@ -167,14 +189,20 @@ def build_query(
         "ingest_ms",
         lost.alias("lost"),
     )
-    files = records.groupBy("key").applyInPandasWithState(
-        state_function(engine_config(config), str(output), app_id),
+    grouping = ["key"]
+    if config.stateful_shards > 1:  # every shard of a cluster gets every record of it
+        records = records.withColumn(
+            SLOT, _slots(config.stateful_shards, config.shuffle_partitions)
+        ).select("key", SLOT, *RECORDS)
+        grouping.append(SLOT)
+    files = records.groupBy(*grouping).applyInPandasWithState(
+        state_function(engine_config(config), str(output), app_id, config.stateful_shards),
         from_arrow_schema(sink.META),
         STATE_SCHEMA,
         "append",
         GroupStateTimeout.NoTimeout,
     )
-    assert records.columns == ["key", *RECORDS]
+    assert records.columns == [*grouping, *RECORDS]
 
     def write_batch(df: Any, batch_id: int) -> None:
         try:
@@ -339,6 +367,7 @@ def run(config: JobConfig, out: TextIO = sys.stdout) -> int:
 
 
 SOURCE_MARK = "faultline-source.json"
+LAYOUT_MARK = "faultline-layout.json"
 APP_ID_FILE = "faultline-app-id"
 
 
@@ -380,6 +409,33 @@ def _check_source(config: JobConfig, checkpoint: Path, record: bool = False) -> 
     elif record:
         checkpoint.mkdir(parents=True, exist_ok=True)
         mark.write_text(json.dumps(mine))
+    _check_layout(config, checkpoint, record)
+
+
+def _check_layout(config: JobConfig, checkpoint: Path, record: bool) -> None:
+    """The stateful operator's state is stored per key and per task: a checkpoint keeps the
+    ``stateful_shards`` it was made with, and with shards its ``shuffle_partitions`` (the slots
+    are chosen for them). A checkpoint made before the mark existed had one shard."""
+    mark = checkpoint / LAYOUT_MARK
+    mine = {"stateful_shards": config.stateful_shards}
+    if config.stateful_shards > 1:
+        mine["shuffle_partitions"] = config.shuffle_partitions
+    if mark.exists():
+        theirs = json.loads(mark.read_text())
+    elif (checkpoint / "offsets").is_dir():
+        theirs = {"stateful_shards": 1}
+    else:
+        if record:
+            checkpoint.mkdir(parents=True, exist_ok=True)
+            mark.write_text(json.dumps(mine))
+        return
+    for key, value in theirs.items():
+        if getattr(config, key) != value:
+            raise ConfigError(
+                f"{key}: the checkpoint {checkpoint} was made with {key}={value}, this run has "
+                f"{getattr(config, key)}; its state cannot be read another way: keep {value}, "
+                "or give this job a new --checkpoint (and --output)"
+            )
 
 
 def _reason(error: str) -> str:

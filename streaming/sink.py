@@ -42,6 +42,7 @@ META = pa.schema(
         ("engine_ms", pa.int64()),
         ("files_ms", pa.int64()),
         ("state_bytes", pa.int64()),
+        ("task", pa.int64()),
     ]
 )
 """What a task reports to the driver: a file it wrote (``table``, ``path``, ``size``,
@@ -108,6 +109,10 @@ def commit_batch(
     counters = [m for m in metas if m["table"] is None]
     stats = {k: sum(int(m[k] or 0) for m in counters) for k in COUNTERS}
     clocks = [m["clock"] for m in counters if m["clock"] is not None]
+    tasks: dict[int, int] = {}
+    for m in counters:
+        busy = sum(int(m[k] or 0) for k in ("receive_ms", "parse_ms", "engine_ms", "files_ms"))
+        tasks[m["task"]] = tasks.get(m["task"], 0) + busy
     now_ms = int(time.time() * 1000)
     committed: dict[str, int] = {}
     for name in TABLES:
@@ -147,6 +152,7 @@ def commit_batch(
         "batch_id": batch_id,
         **stats,
         "clock": max(clocks) if clocks else None,
+        "slowest_task_ms": max(tasks.values(), default=0),
         "rows_written": sum(int(e["records"]) for es in files.values() for e in es),
     }
     row = {**counts, "write_ms": write_ms, "commit_ms": int((time.time() - started) * 1000)}

@@ -25,11 +25,12 @@ BATCH_ID = "streaming.sql.batchId"
 
 
 def state_function(
-    config: engine.EngineConfig, output: str, app_id: str
+    config: engine.EngineConfig, output: str, app_id: str, shards: int = 1
 ) -> Callable[[tuple[Any, ...], Iterator[pd.DataFrame], Any], Iterator[pd.DataFrame]]:
-    """The function handed to Spark. Spark's contract: it is called once per cluster that has
+    """The function handed to Spark. Spark's contract: it is called once per key that has
     records in the micro-batch (:data:`RECORDS`), in no particular order (the engine sorts); the
-    state is one JSON string; there are no timeouts (the engine's clock is event time)."""
+    state is one JSON string; there are no timeouts (the engine's clock is event time). A key is
+    a cluster, or with ``shards`` > 1 a cluster and a slot (its shard is ``slot % shards``)."""
     root = Path(output)
 
     def advance(
@@ -50,7 +51,8 @@ def state_function(
         ).to_pandas()
         parsed = time.perf_counter()
         previous = engine.loads(state.get[0]) if state.exists else None
-        step = engine.advance(str(key[0]), previous, events, config)
+        shard = engine.Shard(int(key[1]) % shards, shards) if shards > 1 else engine.WHOLE
+        step = engine.advance(str(key[0]), previous, events, config, shard)
         saved = engine.dumps(step.state)
         state.update((saved,))
         advanced = time.perf_counter()
@@ -67,6 +69,7 @@ def state_function(
                 "engine_ms": _ms(advanced - parsed),
                 "files_ms": _ms(time.perf_counter() - advanced),
                 "state_bytes": len(saved.encode()),
+                "task": context.partitionId(),
             }
         )
         # every column, also when no table got a row (a batch of heartbeats, say)

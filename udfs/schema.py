@@ -204,6 +204,7 @@ BATCHES = pa.schema(
         ("engine_ms", pa.int64()),
         ("files_ms", pa.int64()),
         ("state_bytes", pa.int64()),
+        ("slowest_task_ms", pa.int64()),
     ]
 )
 """One row per micro-batch, written by the sink's commit. ``input`` counts the records that
@@ -215,4 +216,6 @@ Timings: ``write_ms`` is the batch's run in Spark (read, shuffle, the operator) 
 ``commit_ms`` the Delta commits; of the operator, summed over its clusters, ``receive_ms``
 taking the records over from Spark, ``parse_ms`` parsing,
 ``engine_ms`` the state machine (with loading and saving its state) and ``files_ms`` writing the
-Parquet files. ``state_bytes`` is the size of the state written in this batch."""
+Parquet files. ``state_bytes`` is the size of the state written in this batch.
+``slowest_task_ms`` is the operator's time in its busiest task (its keys' four timings summed):
+the stateful stage's share of the batch when its tasks run side by side."""

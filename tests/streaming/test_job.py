@@ -261,6 +261,31 @@ def test_stopped_and_restarted_equals_uninterrupted(reference: Path, tmp_path: P
     assert restarted.values.tolist() == expected.values.tolist()
 
 
+def test_a_cluster_split_over_two_tasks_writes_the_same_rows(
+    reference: Path, tmp_path: Path
+) -> None:
+    """``stateful_shards: 2``: the quick scenario's one cluster runs in two tasks, stopped after
+    two batches and resumed; every table equals the one-task run's. The checkpoint keeps its
+    shards: a restart with one is refused before Spark starts."""
+    args = (*_quick_args(tmp_path), "--stateful-shards", "2")
+    code = interrupt_after(start(*args, cwd=tmp_path), tmp_path / "out", 2, INT)
+    assert code == 0
+    refused = faultline(*args[:-1], "1", cwd=tmp_path)
+    assert refused.returncode == 2
+    assert "stateful_shards: the checkpoint" in refused.stderr
+    assert "was made with stateful_shards=2, this run has 1" in refused.stderr
+    result = faultline(*args, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    same_tables(reference, tmp_path / "out")
+    columns = ["batch_id", "input", "valid", "duplicates", "stale", "clock"]
+    sharded = table(tmp_path / "out", "batches").sort_values("batch_id")
+    expected = table(reference, "batches").sort_values("batch_id")[columns]
+    assert sharded[columns].values.tolist() == expected.values.tolist()
+    # two tasks shared each batch's operator time: the busiest did less than all of it
+    busy = sharded[["receive_ms", "parse_ms", "engine_ms", "files_ms"]].sum(axis=1)
+    assert (sharded["slowest_task_ms"] < busy).all()
+
+
 # --- bad input ---------------------------------------------------------------------------------
 
 

@@ -51,6 +51,7 @@ __all__ = [
     "SCOPES",
     "STATE_VERSION",
     "EngineConfig",
+    "WHOLE",
     "Shard",
     "Step",
     "advance",
