@@ -121,6 +121,28 @@ def test_route_expiry_follows_the_nameserver_scan() -> None:
     ]
 
 
+def test_scans_due_together_drop_their_brokers_in_time_order() -> None:
+    """y's scan (+130 s) is due before x's (+150 s) though x sorts first, and one event (+200 s)
+    brings both: the routing table drops y at +130 s, then x at +150 s."""
+    step = run(
+        [
+            route("r", 0, "x", "y", "z"),
+            beat("hy", 0, "y"),
+            beat("hz1", 0, "z"),
+            beat("hx", 20_000, "x"),
+            beat("hz2", 100_000, "z"),
+            beat("hz3", 200_000, "z"),
+        ],
+        CLUSTER_5,
+    )
+    rows = table(step, "routing_table")
+    brokers = [
+        (r.effective_at - T0, sorted({q["broker_name"] for q in r.selectable}))
+        for r in rows.sort_values("effective_at").itertuples()
+    ]
+    assert brokers == [(0, ["x", "y", "z"]), (130_000, ["x", "z"]), (150_000, ["z"])]
+
+
 def test_routing_decisions_only_for_failed_attempts_with_attempts_left() -> None:
     step = run(
         [

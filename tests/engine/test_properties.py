@@ -16,7 +16,7 @@ from streaming.simulator import simulate
 from tests.engine.conftest import frame
 from udfs import engine
 from udfs.engine import _state as engine_state
-from udfs.engine._run import _Layout
+from udfs.engine._queues import Layout
 from udfs.rocketmq import PROFILES, FaultTable, not_available_duration
 from udfs.rocketmq._vector import not_available_durations, start_timestamps
 
@@ -191,6 +191,6 @@ def test_a_routing_tables_digest_is_that_of_its_json(route: list[Any], data: Any
     selectable = [
         [b, q] for b, w, perm in route if perm & 2 and b not in dict(isolated) for q in range(w)
     ]
-    made, queues, _ = _Layout(tuple(route)).table(isolated)
+    made, queues, _ = Layout(tuple(route)).table(isolated)
     assert made == engine_state.digest([selectable, [list(x) for x in isolated]])
     assert [[q["broker_name"], q["queue_id"]] for q in queues.to_pylist()[0]] == selectable

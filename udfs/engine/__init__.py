@@ -14,13 +14,24 @@ cluster that was silent for hours is not locked out when it sends again. An even
 ``event_id`` was already applied is a duplicate: counted, and changes nothing. The ids of the
 events within the allowed lateness are kept for that; older ones would be late anyway.
 
-Stages, each a module, composed in :func:`advance`:
-admission and the clock (``_admission``), the FaultTables of each scope updated together with
-numpy (``_tables``), the sequential timeline of NameServer view, routing decisions and routing
-tables (``_run``), the delay queues (``_delays``), the producers' lifetime (``_producers``), the
-rows (``_output``) and the state and its codec (``_state``). Python runs per *decision point*
-only (a failed attempt that will be retried, a route change, a heartbeat), where the real
-:func:`select_queue` is called on the :class:`FaultTable` of that moment.
+Stages, each a module, composed in :func:`_apply` (one segment of a batch) in this order:
+
+1. ``_admission``: quarantine, late, future and repeated events; the clock; what each producer
+   did after each attempt;
+2. ``_producers``: each producer's last send, the segments cut at eviction deadlines, evictions;
+3. ``_nameserver``: heartbeats, scans and routes, giving the routes at any instant
+   (``RouteTimeline``);
+4. ``_faults`` (over ``_tables``): every FaultItem update of a scope at once, with numpy;
+5. ``_routing``: at each retried attempt, the real :func:`select_queue` on the FaultTable and
+   the routes of that instant;
+6. ``_faults`` again: the isolation decisions and ``fault_items``, the tables stored back;
+7. ``_routing_table``: each change of a topic's selectable queues per scope key (``_queues``
+   lays out each route once per batch);
+8. ``_delays``: messages into the delay queues and the due ones out.
+
+``_shards`` splits the work of a cluster over keys; ``_output`` types the rows; ``_state`` is the
+versioned JSON state and its codec. Python runs per *decision point* only (a failed attempt
+that will be retried, a route change, a heartbeat).
 
 Delay queues. Failed sends, consumer send-backs and delayed sends enter the delay queues of
 :mod:`udfs.schedule`, which wait in the state and are released on the same clock.
@@ -38,9 +49,13 @@ import pyarrow as pa
 from udfs.engine._admission import admit, arrival_order, next_steps, quarantine, with_defaults
 from udfs.engine._config import CLUSTER, PRODUCER, SCOPES, EngineConfig
 from udfs.engine._delays import schedule_batch
+from udfs.engine._faults import open_tables, settle
+from udfs.engine._nameserver import follow
 from udfs.engine._output import Out
 from udfs.engine._producers import evict, segments, touch
-from udfs.engine._run import Run
+from udfs.engine._queues import Queues
+from udfs.engine._routing import decide
+from udfs.engine._routing_table import publish
 from udfs.engine._shards import WHOLE, Shard
 from udfs.engine._state import STATE_VERSION, dumps, loads, new_state
 from udfs.rocketmq import Next
@@ -126,13 +141,16 @@ def _apply(
     after = next_steps(sends, config)
     mine = sends[shard.mask(sends["producer_id"].to_numpy(object))]
     scopes = [s for s in config.scopes if s == PRODUCER or shard.lead]
-    run = Run(cluster, state, config, out, clock_end, shard)
-    run.first_event = first_event
-    for scope in scopes:
-        run.prepare_tables(scope, sends if scope == CLUSTER else mine)
-    run.timeline(events, sends[after == Next.RETRY].assign(kind="decision"), scopes)
-    for scope in scopes:
-        run.finish_tables(scope)
-    run.routing_table(scopes)
+    routes = follow(cluster, state, events, clock_end, config, out if shard.lead else None)
+    opened = {
+        s: open_tables(cluster, state, s, sends if s == CLUSTER else mine, config) for s in scopes
+    }
+    queues = Queues()
+    retries = sends[after == Next.RETRY]
+    tables = {s: o.tables for s, o in opened.items() if o.tables is not None}
+    decide(cluster, state, retries, scopes, tables, routes, queues, config, shard, out)
+    for o in opened.values():
+        changes = settle(cluster, state, o, clock_end, config, out)
+        publish(cluster, state, o, changes, routes, queues, first_event, config, out)
     if shard.lead:
         schedule_batch(cluster, state, events, sends, after, config, out, clock_end)

@@ -1,0 +1,98 @@
+"""The FaultTables of a scope over one segment: opened before the routing decisions (which read
+them at each decision point) and settled after them, when their rows and availability
+decisions are written and they are stored back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from udfs.engine._config import CLUSTER, EngineConfig
+from udfs.engine._output import Out
+from udfs.engine._tables import Change, ScopeTables, emit, expire_idle, report_rows
+
+
+@dataclass
+class Opened:
+    """A scope's tables during a segment."""
+
+    scope: str
+    tables: ScopeTables | None
+    """None when no send of the segment updates a table of the scope."""
+    items_at_start: dict[str, list[list[Any]]]
+    new_topics: dict[str, dict[str, tuple[int, str]]] = field(default_factory=dict)
+    """Per producer, the topics it sent to for the first time: (time, event_id) of that send."""
+
+
+def open_tables(
+    cluster: str, state: dict[str, Any], scope: str, sends: pd.DataFrame, config: EngineConfig
+) -> Opened:
+    """Compute every FaultItem update of the segment's ``sends`` in the scope (the cluster's own
+    table, or each producer's with its latency fault switch on)."""
+    opened = Opened(scope, None, {k: t["items"] for k, t in state["tables"][scope].items()})
+    if scope == CLUSTER:
+        # the cluster's table exists from its first event, so that its routing table is
+        # published from the first route on, whichever batch the first send falls in
+        _tstate(state, scope, cluster)["profile"] = config.cluster_profile
+        profiles = pd.Series(config.cluster_profile, index=sends.index)
+        chosen = sends
+    else:
+        chosen = sends[sends["latency_fault_enable"].to_numpy(bool)]
+        profiles = chosen["client_profile"]
+        firsts = chosen.drop_duplicates(["producer_id", "topic"])
+        for pid, topic, t, eid in firsts[
+            ["producer_id", "topic", "event_time", "event_id"]
+        ].itertuples(index=False):
+            tstate = _tstate(state, scope, str(pid))
+            if topic not in tstate["topics"]:
+                tstate["topics"] = sorted([*tstate["topics"], topic])
+                opened.new_topics.setdefault(str(pid), {})[topic] = (int(t), str(eid))
+    if len(chosen) == 0:
+        return opened
+    rows = report_rows(chosen, profiles, config)
+    rows["key"] = cluster if scope == CLUSTER else rows["producer_id"]
+    # a producer's table follows the profile of its latest event
+    latest = rows.groupby("key", sort=False)["profile"].last()
+    key_profiles = {str(k): config.profile(str(p)) for k, p in latest.items()}
+    tstates = {}
+    for key, profile in key_profiles.items():
+        tstates[key] = _tstate(state, scope, key)
+        tstates[key]["profile"] = profile.name
+    opened.tables = ScopeTables(scope, tstates, key_profiles, rows)
+    return opened
+
+
+def _tstate(state: dict[str, Any], scope: str, key: str) -> dict[str, Any]:
+    tables = state["tables"][scope]
+    if key not in tables:
+        tables[key] = {"profile": None, "items": [], "cap": 32, "worst": None, "topics": []}
+    tstate: dict[str, Any] = tables[key]
+    return tstate
+
+
+def settle(
+    cluster: str,
+    state: dict[str, Any],
+    opened: Opened,
+    clock_end: int,
+    config: EngineConfig,
+    out: Out,
+) -> dict[str, list[Change]]:
+    """Write the scope's ``fault_items`` and ``broker_decisions`` (isolations that ended by
+    ``clock_end`` included, in tables the segment did not touch too) and store the tables.
+    Returns each key's availability changes, in time order."""
+    scope, tables = opened.scope, opened.tables
+    changes = tables.finish(cluster, clock_end, out) if tables else {}
+    out.stats["stale"] += tables.stale if tables else 0
+    expired: list[Any] = []
+    stored = state["tables"][scope]
+    for key, tstate in stored.items():
+        if tstate["profile"] is not None and (tables is None or key not in tables.init):
+            expire_idle(key, tstate, clock_end, expired)
+    for key, more in emit(
+        scope, cluster, lambda k: config.profile(stored[k]["profile"]), expired, out
+    ).items():
+        changes.setdefault(key, []).extend(more)
+    return changes

@@ -1,0 +1,188 @@
+"""The NameServer's view: heartbeats, its scans and the declared routes, in event-time order.
+
+A broker whose last heartbeat is older than ``heartbeat_timeout_ms`` is dropped at the next scan
+(on the ``scan_interval_ms`` grid) and comes back with its next heartbeat. A scan fires before
+any event at its time. The stage returns the routes as they were after each change, so that the
+routing decisions and the routing tables that follow can ask what the routes were at any
+instant of the segment."""
+
+from __future__ import annotations
+
+import bisect
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from udfs.engine._config import CLUSTER, EngineConfig, Route
+from udfs.engine._output import Out
+
+Routes = dict[str, Route]
+"""Each topic's effective route: its declared brokers without those the NameServer dropped."""
+
+
+@dataclass
+class RouteTimeline:
+    """The routes at the segment's start and after each change, in the order they happened."""
+
+    at_start: Routes
+    history: list[tuple[int, int, str, Routes]] = field(default_factory=list)
+    """(time, order, event_id, routes after): order 0 for a scan (before any event at its time),
+    1 for an event."""
+    topics: list[tuple[int, int, str, str]] = field(default_factory=list)
+    """(time, order, event_id, topic) for each topic whose route changed."""
+
+    _keys: list[tuple[int, int, str]] | None = field(default=None, init=False, repr=False)
+
+    def at(self, time: int, event_id: str) -> Routes:
+        """The routes an event at ``(time, event_id)`` sees: every change before it (the history
+        is in that order: scans fire in time order, before the events at their time)."""
+        if self._keys is None or len(self._keys) != len(self.history):
+            self._keys = [(t, o, e if o else "") for t, o, e, _ in self.history]
+        i = bisect.bisect_left(self._keys, (time, 1, event_id))
+        return self.history[i - 1][3] if i else self.at_start
+
+
+def follow(
+    cluster: str,
+    state: dict[str, Any],
+    events: pd.DataFrame,
+    clock_end: int,
+    config: EngineConfig,
+    out: Out | None,
+) -> RouteTimeline:
+    """Apply the segment's heartbeats and routes and the scans up to ``clock_end`` to the state.
+    ``out`` gets the ``ROUTE_EXPIRED`` and ``ROUTE_RESTORED`` rows (None: follow silently, as a
+    shard other than the lead does)."""
+    view = _View(cluster, state, config, out)
+    ticks = events[events["kind"].isin(["heartbeat", "route"])]
+    row: Any
+    for row in ticks.itertuples(index=False):  # in (event_time, event_id) order
+        view.scans_until(int(row.event_time))
+        if row.kind == "heartbeat":
+            view.heartbeat(row)
+        else:
+            view.route(row)
+    view.scans_until(clock_end)
+    return view.timeline
+
+
+class _View:
+    def __init__(
+        self, cluster: str, state: dict[str, Any], config: EngineConfig, out: Out | None
+    ) -> None:
+        self.cluster, self.state, self.config, self.out = cluster, state, config, out
+        self.routes = self._effective({})
+        self.timeline = RouteTimeline(self.routes)
+        self._next_scan = -(2**63)
+        """No scan can drop a broker before this time (the first call finds out)."""
+
+    def scans_until(self, now: int) -> None:
+        """The scans up to ``now``, in time order."""
+        if now < self._next_scan:
+            return
+        due = []
+        self._next_scan = 2**63
+        for broker, hb in self.state["heartbeats"].items():
+            if hb["expired"]:
+                continue
+            scan = self._scan_after(hb["last"])
+            if scan <= now:
+                due.append((scan, broker))
+            else:
+                self._next_scan = min(self._next_scan, scan)
+        timeout = self.config.heartbeat_timeout_ms
+        for scan, broker in sorted(due):
+            hb = self.state["heartbeats"][broker]
+            hb["expired"] = True
+            self._decision(
+                broker,
+                "ROUTE_EXPIRED",
+                scan,
+                hb["eid"],
+                f"no heartbeat for more than {timeout} ms at the NameServer scan",
+            )
+            self._changed(scan, 0, hb["eid"], broker=broker)
+
+    def _scan_after(self, heartbeat: int) -> int:
+        """The scan that drops a broker whose last heartbeat was at ``heartbeat``."""
+        interval = self.config.scan_interval_ms
+        return ((heartbeat + self.config.heartbeat_timeout_ms) // interval + 1) * interval
+
+    def heartbeat(self, row: Any) -> None:
+        hb = self.state["heartbeats"].get(row.broker_name)
+        at = int(row.event_time)
+        self.state["heartbeats"][row.broker_name] = {
+            "last": at,
+            "expired": False,
+            "eid": row.event_id,
+        }
+        self._next_scan = min(self._next_scan, self._scan_after(at))
+        if hb is not None and hb["expired"]:
+            self._decision(
+                row.broker_name,
+                "ROUTE_RESTORED",
+                at,
+                row.event_id,
+                "heartbeat received: the broker is back in the route",
+            )
+            self._changed(at, 1, row.event_id, broker=row.broker_name)
+
+    def route(self, row: Any) -> None:
+        brokers = [
+            [b["broker_name"], int(b["write_queue_nums"]), int(b.get("perm", 6))]
+            for b in json.loads(row.brokers_json)
+        ]
+        self.state["routes"][row.topic] = sorted(brokers)
+        self._changed(int(row.event_time), 1, row.event_id, topic=row.topic)
+
+    def _decision(self, broker: str, decision: str, at: int, cause: str, reason: str) -> None:
+        if self.out is None:
+            return
+        self.out.rows(
+            "broker_decisions",
+            [
+                {
+                    "scope": CLUSTER,
+                    "scope_key": self.cluster,
+                    "cluster": self.cluster,
+                    "broker_name": broker,
+                    "decision": decision,
+                    "effective_at": at,
+                    "available_from": at,
+                    "reason": reason,
+                    "cause_event_id": cause,
+                    "profile": "",
+                }
+            ],
+        )
+
+    def _changed(
+        self, t: int, order: int, eid: str, *, topic: str | None = None, broker: str | None = None
+    ) -> None:
+        declared = self._declared()
+        topics = (
+            [topic]
+            if topic
+            else [tp for tp, r in declared.items() if any(e[0] == broker for e in r)]
+        )
+        for tp in topics:
+            self.timeline.topics.append((t, order, eid, tp))
+        self.routes = self._effective(self.routes)
+        self.timeline.history.append((t, order, eid, self.routes))
+
+    def _declared(self) -> dict[str, list[list[Any]]]:
+        routes = {tp: [list(e) for e in r] for tp, r in self.config.static_routes.items()}
+        routes.update(self.state["routes"])
+        return routes
+
+    def _effective(self, before: Routes) -> Routes:
+        """The routes without the brokers the NameServer dropped; a topic whose route did not
+        change keeps the same object as in ``before``."""
+        expired = {b for b, hb in self.state["heartbeats"].items() if hb["expired"]}
+        routes = {}
+        for tp, r in self._declared().items():
+            route = tuple((e[0], int(e[1]), int(e[2])) for e in sorted(r) if e[0] not in expired)
+            routes[tp] = before[tp] if before.get(tp) == route else route
+        return routes

@@ -1,0 +1,143 @@
+"""Routing decisions: at each failed attempt that will be retried, the queue the producer picks
+next, by the real :func:`select_queue`, in each scope, on the FaultTable and the routes of that
+instant. RocketMQ 4.x's side effects (a rewritten queue list, a broker removed from the table)
+flow back into the state."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from udfs.engine._config import CLUSTER, EngineConfig
+from udfs.engine._nameserver import RouteTimeline
+from udfs.engine._output import Out
+from udfs.engine._queues import Queues
+from udfs.engine._shards import Shard
+from udfs.engine._state import rng
+from udfs.engine._tables import ScopeTables
+from udfs.rocketmq import FaultTable, MessageQueue, SendMode, TopicPublishInfo, select_queue
+
+
+def decide(
+    cluster: str,
+    state: dict[str, Any],
+    retries: pd.DataFrame,
+    scopes: list[str],
+    tables: dict[str, ScopeTables],
+    routes: RouteTimeline,
+    queues: Queues,
+    config: EngineConfig,
+    shard: Shard,
+    out: Out,
+) -> None:
+    """One ``routing_decisions`` row per retried attempt (in event-time order) and scope; a
+    producer's own scope only on the shard that owns it."""
+    row: Any
+    for row in retries.itertuples(index=False):
+        now = routes.at(int(row.event_time), row.event_id)
+        for scope in scopes:
+            if scope == CLUSTER or shard.owns(str(row.producer_id)):
+                _decide(cluster, state, scope, row, tables.get(scope), now, queues, config, out)
+
+
+def _decide(
+    cluster: str,
+    state: dict[str, Any],
+    scope: str,
+    row: Any,
+    tables: ScopeTables | None,
+    routes: dict[str, Any],
+    queues: Queues,
+    config: EngineConfig,
+    out: Out,
+) -> None:
+    producer = str(row.producer_id)
+    if scope == CLUSTER:
+        key, profile, enable = cluster, config.profile(config.cluster_profile), True
+    else:
+        key = producer
+        profile = config.profile(row.client_profile)
+        enable = bool(row.latency_fault_enable)
+    table = tables.view(key) if tables is not None else None
+    route = routes.get(row.topic, ())
+    base = {
+        "event_id": row.event_id,
+        "scope": scope,
+        "scope_key": key,
+        "cluster": cluster,
+        "producer_id": producer,
+        "topic": row.topic,
+        "message_id": row.message_id,
+        "failed_broker": row.broker_name,
+        "attempt": int(row.attempt),
+        "profile": profile.name,
+        "decided_at": int(row.event_time),
+    }
+    if not route:
+        out.rows(
+            "routing_decisions",
+            [
+                {
+                    **base,
+                    "selected_broker": None,
+                    "selected_queue_id": None,
+                    "rule": "no-route-info",
+                    "rewritten": False,
+                    "removed_broker": None,
+                    "swallowed": None,
+                }
+            ],
+        )
+        return
+    pkey = f"{scope}|{key}|{producer}|{row.topic}"
+    pubs = state["producers"][producer]["pub"]
+    pub = pubs.get(f"{scope}|{row.topic}")
+    _, digest, fresh_queues, wqn = queues.facts(route)
+    if pub is None or pub["route"] != digest:
+        pub = {
+            "route": digest,
+            "queues": None,  # the route's own
+            "index": None,
+            "seed": f"{row.event_time}|{row.event_id}",
+        }
+        pubs[f"{scope}|{row.topic}"] = pub
+    mqs = (
+        [MessageQueue(b, q, row.topic) for b, q in pub["queues"]]
+        if pub["queues"] is not None
+        else list(queues.message_queues(route, row.topic))
+    )
+    info = TopicPublishInfo(
+        mqs, wqn, pub["index"], rng(config.seed, pkey, pub["seed"], row.event_id)
+    )
+    if table is not None:
+        assert tables is not None
+        pos = tables.position_of(row.event_id)
+        fault = table.snapshot(pos, rng(config.seed, scope, key, row.event_id))
+    else:
+        pos, fault = -1, FaultTable(profile, rng=rng(config.seed, scope, key, row.event_id))
+    reset = profile.line == "5" and row.mode == SendMode.SYNC
+    sel = select_queue(
+        profile, info, fault, row.broker_name, int(row.event_time), enable, reset_index=reset
+    )
+    if table is not None:
+        table.worst = fault.worst_index
+        if sel.removed is not None:
+            table.remove(sel.removed, pos, int(row.event_time), row.event_id)
+    after = [[q.broker_name, q.queue_id] for q in info.queues]
+    pub["queues"] = None if after == fresh_queues else after
+    pub["index"] = info.index
+    out.rows(
+        "routing_decisions",
+        [
+            {
+                **base,
+                "selected_broker": sel.queue.broker_name,
+                "selected_queue_id": sel.queue.queue_id,
+                "rule": sel.rule.value,
+                "rewritten": sel.rewritten,
+                "removed_broker": sel.removed,
+                "swallowed": sel.swallowed,
+            }
+        ],
+    )
