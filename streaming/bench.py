@@ -6,7 +6,7 @@ operator, parse, stateful engine, file writes, Delta commit) and the bytes of st
 last line is the steady ratio.
 
     python -m streaming.bench [--source files|kafka] [--scenario default] [--repeat 4]
-                              [--batch 50000] [--shards 1]
+                              [--batch 50000] [--shards 1] [--floor]
 
 The pass-through reads the same records with the same source and writes every raw record to a
 Delta table through an executor-side Parquet writer and a driver-side commit, as the job's sink
@@ -16,7 +16,10 @@ them with the job's Kafka source. ``--scenario`` takes any scenario in ``conf/sc
 example ``fleet-16`` and ``fleet-1000``, the same number of events from 16 and from 1,000
 brokers). ``--shards 2`` runs the job with ``stateful_shards: 2``: each cluster's work split
 over two tasks; the breakdown then also shows the busiest task's operator time, which is what the
-stateful stage costs the batch when the tasks run side by side.
+stateful stage costs the batch when the tasks run side by side. ``--floor`` runs, in place of
+the full job, the same query with a stateful function that only takes the records over and
+reports their count: what Spark's source, shuffle, operator and sink cost before any parsing or
+RocketMQ logic, the ceiling of the steady ratio on this machine.
 """
 
 from __future__ import annotations
@@ -128,6 +131,22 @@ def _passthrough(spark: Any, raw: Any, output: Path) -> list[tuple[float, int]]:
     return times
 
 
+def _floor(*_: Any) -> Any:
+    """A stateful function that takes the records over and does nothing else."""
+    import pandas as pd
+
+    from streaming.sink import META
+
+    def nothing(key: Any, frames: Any, state: Any) -> Any:
+        count = sum(len(f) for f in frames)
+        row = dict.fromkeys(META.names, 0) | {"table": None, "path": None, "input": count}
+        row |= {"valid": count, "task": 0, "clock": None}
+        state.update(("",))
+        yield pd.DataFrame([row], columns=META.names)
+
+    return nothing
+
+
 def _rate(runs: list[tuple[float, int]]) -> float:
     """Records per second over the given batches."""
     return sum(n for _, n in runs) / max(sum(t for t, _ in runs), 1e-9)
@@ -140,6 +159,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=4)
     parser.add_argument("--batch", type=int, default=50_000)
     parser.add_argument("--shards", type=int, default=1, help="stateful_shards of the job")
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="the job's query with a stateful function that does nothing",
+    )
     args = parser.parse_args(argv)
 
     from streaming import job
@@ -179,7 +203,14 @@ def main(argv: list[str] | None = None) -> int:
         batches: list[dict[str, Any]] = []
         output, checkpoint = work / "job", work / "ck"
         query = job.build_query(
-            spark, config, folder, output, checkpoint, job.Progress(), on_batch=batches.append
+            spark,
+            config,
+            folder,
+            output,
+            checkpoint,
+            job.Progress(),
+            on_batch=batches.append,
+            operator=_floor() if args.floor else None,
         )
         query.awaitTermination()
         full = [(b["seconds"], int(b["input"])) for b in batches]
@@ -188,8 +219,9 @@ def main(argv: list[str] | None = None) -> int:
             f"micro-batches of at most {args.batch}, {spark.sparkContext.master}, "
             f"{args.shards} shard(s) per cluster"
         )
+        job_name = "floor" if args.floor else "full job"  # floor: the operator does nothing
         steady = {}
-        for name, runs in (("pass-through", passthrough), ("full job", full)):
+        for name, runs in (("pass-through", passthrough), (job_name, full)):
             steady[name] = _rate(runs[1:] or runs)
             print(
                 f"{name:>13}: {len(runs)} batches, {_rate(runs):>8,.0f} records/s overall, "
@@ -214,8 +246,8 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"busiest task's operator time, steady: {sum(busiest) / len(busiest):.2f} s per batch"
         )
-        ratio = steady["full job"] / steady["pass-through"]
-        print(f"steady ratio (full job / pass-through): {ratio:.2f}")
+        ratio = steady[job_name] / steady["pass-through"]
+        print(f"steady ratio ({job_name} / pass-through): {ratio:.2f}")
     finally:
         cluster.close()
         shutil.rmtree(work, ignore_errors=True)

@@ -161,9 +161,11 @@ def build_query(
     progress: Progress,
     on_batch: Callable[[dict[str, Any]], None] | None = None,
     publisher: Any = None,
+    operator: Callable[..., Any] | None = None,
 ) -> Any:
     """The job's streaming query, started. ``publisher`` (a :class:`streaming.kafka.Publisher`)
-    receives the decisions and redeliveries of each batch; None publishes nothing."""
+    receives the decisions and redeliveries of each batch; None publishes nothing. ``operator``
+    replaces the stateful function (the benchmark's floor)."""
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
     from pyspark.sql.streaming.state import GroupStateTimeout
@@ -196,7 +198,8 @@ def build_query(
         ).select("key", SLOT, *RECORDS)
         grouping.append(SLOT)
     files = records.groupBy(*grouping).applyInPandasWithState(
-        state_function(engine_config(config), str(output), app_id, config.stateful_shards),
+        operator
+        or state_function(engine_config(config), str(output), app_id, config.stateful_shards),
         from_arrow_schema(sink.META),
         STATE_SCHEMA,
         "append",

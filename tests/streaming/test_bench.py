@@ -25,3 +25,16 @@ def test_bench_prints_steady_figures_a_breakdown_per_batch_and_the_ratio_last(
     for row in rows:
         total, parts = row.split("=")[0].split()[-1], row.split("=")[1].split(";")[0]
         assert abs(float(total) - sum(float(p) for p in parts.split("+"))) < 0.04  # rounding
+    assert re.fullmatch(r"busiest task's operator time, steady: \d+\.\d\d s per batch", lines[-2])
+
+
+def test_the_floor_runs_the_same_query_with_an_operator_that_does_nothing(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert bench.main(["--scenario", "quick", "--repeat", "1", "--batch", "600", "--floor"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert re.fullmatch(r"steady ratio \(floor / pass-through\): \d+\.\d\d", lines[-1])
+    assert any(re.match(r"\s*floor: 3 batches, .* steady .* records/s", x) for x in lines)
+    rows = [x for x in lines if re.match(r"\s+batch\s+\d+:", x)]
+    assert [int(x.split()[2]) for x in rows] == [600, 600, 497]  # every record reached it
+    assert all(row.endswith(";  0.00;           0") for row in rows)  # and it did nothing
