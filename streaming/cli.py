@@ -34,6 +34,21 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--topic", help="Kafka: the topic of send results")
     run.add_argument("--starting-offsets", help="Kafka: earliest (the default) | latest | JSON")
     run.add_argument("--max-offsets-per-trigger", type=int, help="Kafka: records per micro-batch")
+    rep = commands.add_parser(
+        "replay", help="re-run batches of a job from its checkpoint, into tables of their own"
+    )
+    rep.add_argument("--checkpoint", required=True, help="the job's checkpoint (a copy will do)")
+    rep.add_argument("--output", required=True, help="a new folder for the replay's tables")
+    rep.add_argument("--from-batch", type=int, required=True, help="the first batch to re-run")
+    rep.add_argument("--to-batch", type=int, help="the last one (default: the last committed)")
+    rep.add_argument("--config", help="what-if: YAML settings over the ones the job ran with")
+    rep.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="what-if: one setting"
+    )
+    rep.add_argument("--source-path", help="where the source files are now (files, simulator)")
+    st = commands.add_parser("state", help="print the operator state after a batch")
+    st.add_argument("--checkpoint", required=True, help="the job's checkpoint")
+    st.add_argument("--batch", type=int, help="default: the last committed batch")
     sim = commands.add_parser("simulate", help="write a scenario's events without running the job")
     sim.add_argument("--scenario", default="default", help="conf/scenarios/NAME.yaml or a path")
     sim.add_argument("--out", help="a folder for JSON-lines files")
@@ -48,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     code = _main(args)
-    if args.command == "run":
+    if args.command in ("run", "replay", "state"):
         # native threads (the JVM gateway's, delta-rs's) can abort an orderly interpreter exit
         # after the job has finished; leave at once with the job's own exit code
         sys.stdout.flush()
@@ -61,6 +76,14 @@ def _main(args: argparse.Namespace) -> int:
     try:
         if args.command == "simulate":
             return _simulate(args)
+        if args.command == "replay":
+            from streaming.replay import replay_command
+
+            return replay_command(args)
+        if args.command == "state":
+            from streaming.replay import state_command
+
+            return state_command(args)
         return _run(args)
     except FaultlineError as exc:
         print(f"faultline: {exc}", file=sys.stderr)

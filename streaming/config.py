@@ -191,6 +191,9 @@ class JobConfig(_Strict):
     master: str = "local[*]"
     max_records_per_batch: PositiveInt = 20_000
     shuffle_partitions: PositiveInt = 2
+    min_batches_to_retain: PositiveInt = 100
+    """Spark's ``minBatchesToRetain``: the checkpoint keeps the state after this many recent
+    batches, so ``faultline replay`` can start that far back."""
     stateful_shards: PositiveInt = 1
     """Keys of the stateful operator per RocketMQ cluster: its producers' own scope is split
     over them (see ``udfs.engine._shards``), so one cluster's work runs in that many tasks.

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streaming.config import JobConfig, load_scenario, masked, scenario_path
+from streaming.replay import record_run
 from udfs import engine
 from udfs.errors import ConfigError
 from udfs.rocketmq import DelayLevels
@@ -97,6 +98,7 @@ def _spark(config: JobConfig, output: Path) -> Any:
         SparkSession.builder.master(config.master)
         .appName("faultline")
         .config("spark.sql.shuffle.partitions", str(config.shuffle_partitions))
+        .config("spark.sql.streaming.minBatchesToRetain", str(config.min_batches_to_retain))
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
@@ -327,6 +329,7 @@ def run(config: JobConfig, out: TextIO = sys.stdout) -> int:
         folder = Path(str(config.path))
     sink.create_tables(output)
     _check_source(config, checkpoint, record=True)
+    record_run(config, checkpoint)
     spark = _spark(config, output)
     progress = Progress()
     if config.source == "kafka":

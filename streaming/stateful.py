@@ -38,40 +38,25 @@ def state_function(
     ) -> Iterator[pd.DataFrame]:
         context = TaskContext.get()
         assert context is not None, "called outside a Spark task"
-        batch_id = int(str(context.getLocalProperty(BATCH_ID)))
         started = time.perf_counter()
         parts = list(frames)  # Spark hands the records over while this runs
         raw = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=RECORDS)
-        received = time.perf_counter()
-        events = parse(
-            raw["value"].tolist(),
-            raw["origin"].tolist(),
-            raw["ingest_ms"].tolist(),
-            raw["lost"].tolist(),
-        ).to_pandas()
-        parsed = time.perf_counter()
-        previous = engine.loads(state.get[0]) if state.exists else None
         shard = engine.Shard(int(key[1]) % shards, shards) if shards > 1 else engine.WHOLE
-        step = engine.advance(str(key[0]), previous, events, config, shard)
-        saved = engine.dumps(step.state)
-        state.update((saved,))
-        advanced = time.perf_counter()
-        metas = [
-            write_file(root, name, frame, batch_id, app_id) for name, frame in step.tables.items()
-        ]
-        metas.append(
-            {
-                "table": None,
-                **step.stats,
-                "clock": step.state["clock"],
-                "receive_ms": _ms(received - started),
-                "parse_ms": _ms(parsed - received),
-                "engine_ms": _ms(advanced - parsed),
-                "files_ms": _ms(time.perf_counter() - advanced),
-                "state_bytes": len(saved.encode()),
-                "task": context.partitionId(),
-            }
+        previous = state.get[0] if state.exists else None
+        saved, metas = run_key(
+            str(key[0]),
+            shard,
+            previous,
+            raw,
+            config,
+            root,
+            int(str(context.getLocalProperty(BATCH_ID))),
+            app_id,
+            received=time.perf_counter() - started,
         )
+        state.update((saved,))
+        for meta in metas:
+            meta["task"] = context.partitionId()
         # every column, also when no table got a row (a batch of heartbeats, say)
         yield pd.DataFrame(metas, columns=META.names)
 
@@ -80,3 +65,46 @@ def state_function(
 
 def _ms(seconds: float) -> int:
     return round(seconds * 1000)
+
+
+def run_key(
+    cluster: str,
+    shard: engine.Shard,
+    state: str | None,
+    raw: pd.DataFrame,
+    config: engine.EngineConfig,
+    root: Path,
+    batch_id: int,
+    app_id: str,
+    received: float = 0.0,
+) -> tuple[str, list[dict[str, Any]]]:
+    """One key's work in one batch, in Spark or in a replay: parse the raw records
+    (:data:`RECORDS`), advance the state (JSON text, None for a new key), write each table's rows
+    as a file under ``root``. Returns the new state and the metadata rows (:data:`META`)."""
+    started = time.perf_counter()
+    events = parse(
+        raw["value"].tolist(),
+        raw["origin"].tolist(),
+        raw["ingest_ms"].tolist(),
+        raw["lost"].tolist(),
+    ).to_pandas()
+    parsed = time.perf_counter()
+    previous = engine.loads(state) if state is not None else None
+    step = engine.advance(cluster, previous, events, config, shard)
+    saved = engine.dumps(step.state)
+    advanced = time.perf_counter()
+    metas = [write_file(root, name, frame, batch_id, app_id) for name, frame in step.tables.items()]
+    metas.append(
+        {
+            "table": None,
+            **step.stats,
+            "clock": step.state["clock"],
+            "receive_ms": _ms(received),
+            "parse_ms": _ms(parsed - started),
+            "engine_ms": _ms(advanced - parsed),
+            "files_ms": _ms(time.perf_counter() - advanced),
+            "state_bytes": len(saved.encode()),
+            "task": 0,
+        }
+    )
+    return saved, metas

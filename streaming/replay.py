@@ -1,0 +1,499 @@
+"""Incident review from a checkpoint: re-run a window of a job's batches, and read its state.
+
+A checkpoint holds everything a batch is a function of: the operator's state after every
+retained batch (Spark's state data source reads it), the source range of every batch (the
+offsets log), and, since faultline records them, the settings each run started with
+(:data:`RUNS`). ``replay`` takes the state after batch N-1, reads the records of batches N..M
+from the source exactly as logged, and runs the same per-key step as the job
+(:func:`streaming.stateful.run_key`) into tables of its own. It only reads the checkpoint, so a
+read-only copy moved to another machine will do.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+import pandas as pd
+import pyarrow as pa
+
+from streaming.config import JobConfig, load_job_config, masked
+from udfs.errors import FaultlineError
+
+RUNS = "faultline-runs.jsonl"
+"""One line per start of the job whose settings differ from the previous start's:
+``{"from_batch": N, "settings": {...}}`` (Kafka secrets masked)."""
+
+
+class ReplayError(FaultlineError):
+    """A replay cannot be done as asked; the message says what is missing and what there is."""
+
+
+def record_run(config: JobConfig, checkpoint: Path) -> None:
+    """Append the settings of this start to the checkpoint's :data:`RUNS`, from the next batch on
+    (unchanged settings add nothing)."""
+    settings = _settings(config)
+    runs = _read_runs(checkpoint)
+    if runs and runs[-1][1] == settings:
+        return
+    committed = _batch_ids(checkpoint / "commits")
+    line = {"from_batch": max(committed, default=-1) + 1, "settings": settings}
+    checkpoint.mkdir(parents=True, exist_ok=True)
+    with (checkpoint / RUNS).open("a") as fh:
+        fh.write(json.dumps(line, sort_keys=True) + "\n")
+
+
+def _settings(config: JobConfig) -> dict[str, Any]:
+    data = config.model_dump(mode="json")
+    data["kafka_options"] = masked(data["kafka_options"])
+    return data
+
+
+def _read_runs(checkpoint: Path) -> list[tuple[int, dict[str, Any]]]:
+    path = checkpoint / RUNS
+    if not path.exists():
+        return []
+    lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    return [(int(x["from_batch"]), x["settings"]) for x in lines]
+
+
+def _batch_ids(folder: Path) -> list[int]:
+    if not folder.is_dir():
+        return []
+    return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit())
+
+
+# --- a checkpoint, read-only ----------------------------------------------------------------------
+
+
+@dataclass
+class Checkpoint:
+    path: Path
+    """The query's folder (``<checkpoint root>/faultline``)."""
+    source: dict[str, Any]
+    committed: list[int]
+    runs: list[tuple[int, dict[str, Any]]]
+
+    @classmethod
+    def open(cls, given: str | Path) -> Checkpoint:
+        from streaming.job import QUERY_NAME, SOURCE_MARK
+
+        path = Path(given)
+        if (path / QUERY_NAME).is_dir():
+            path = path / QUERY_NAME
+        if not (path / "offsets").is_dir():
+            raise ReplayError(f"{given}: not a faultline checkpoint (no offsets log in it)")
+        mark = path / SOURCE_MARK
+        source = json.loads(mark.read_text()) if mark.exists() else {}
+        committed = _batch_ids(path / "commits")
+        if not committed:
+            raise ReplayError(f"{given}: the checkpoint has no committed batch yet")
+        return cls(path, source, committed, _read_runs(path))
+
+    @property
+    def last(self) -> int:
+        return self.committed[-1]
+
+    def offsets(self, batch: int) -> Any:
+        """The source offset at the end of ``batch``, as logged."""
+        lines = (self.path / "offsets" / str(batch)).read_text().splitlines()
+        return json.loads(lines[-1])
+
+    def settings(self, batch: int) -> dict[str, Any] | None:
+        """The settings the job ran ``batch`` with, when the checkpoint recorded them."""
+        found = [s for first, s in self.runs if first <= batch]
+        return found[-1] if found else None
+
+
+def check_window(ck: Checkpoint, first: int, last: int | None) -> tuple[int, int]:
+    last = ck.last if last is None else last
+    if not 0 <= first <= last <= ck.last:
+        raise ReplayError(
+            f"batches {first}..{last} are not in the checkpoint {ck.path}: it has batches "
+            f"{ck.committed[0]}..{ck.last}"
+        )
+    return first, last
+
+
+# --- the state --------------------------------------------------------------------------------
+
+
+def read_states(spark: Any, ck: Checkpoint, batch: int) -> dict[tuple[Any, ...], str]:
+    """Each key's state (JSON text) after ``batch``, read with Spark's state data source."""
+    meta = spark.read.format("state-metadata").load(str(ck.path)).collect()
+    if not meta:
+        raise ReplayError(f"{ck.path}: no operator state in the checkpoint")
+    low, high = int(meta[0]["minBatchId"]), int(meta[0]["maxBatchId"])
+    if not low <= batch <= high:
+        raise ReplayError(
+            f"the state after batch {batch} is no longer in {ck.path}: it keeps the state after "
+            f"batches {low}..{high} (retain more with the key min_batches_to_retain)"
+        )
+    rows = spark.read.format("statestore").option("batchId", batch).load(str(ck.path)).collect()
+    return {tuple(r["key"]): r["value"]["groupState"]["state"] for r in rows if r["value"]}
+
+
+# --- the records of a batch -------------------------------------------------------------------
+
+
+def batch_records(
+    ck: Checkpoint, config: JobConfig, batch: int, folder: Path | None
+) -> pd.DataFrame:
+    """The raw records of ``batch`` (``key``, ``value``, ``origin``, ``ingest_ms``, ``lost``),
+    read from the source range the checkpoint logged for it."""
+    end = ck.offsets(batch)
+    if config.source == "kafka":
+        from streaming.kafka import KafkaReader, read_slice
+
+        options = {
+            "kafka.bootstrap.servers": str(config.kafka_bootstrap),
+            "failOnDataLoss": "true",
+            **{f"kafka.{k}": v for k, v in config.kafka_options.items()},
+            "subscribe": ",".join(end),
+        }
+        reader = KafkaReader(options)
+        start = ck.offsets(batch - 1) if batch > 0 else _kafka_start(reader, config, end)
+        parts: Iterator[pa.RecordBatch] = (
+            b for p in reader.partitions(start, end) for b in read_slice(p)
+        )
+    else:
+        from streaming.sources import FilesReader
+        from streaming.sources import read_slice as read_file
+
+        assert folder is not None
+        reader_f = FilesReader({"path": str(folder)})
+        start = ck.offsets(batch - 1) if batch > 0 else reader_f.initialOffset()
+        parts = (read_file(Path(s.path), s.begin, s.end) for s in reader_f.partitions(start, end))
+    frames = [b.to_pandas() for b in parts]
+    if not frames:
+        return pd.DataFrame(columns=["key", "value", "origin", "ingest_ms", "lost"])
+    raw = pd.concat(frames, ignore_index=True)
+    if "lost" not in raw.columns:
+        raw["lost"] = None
+    return raw
+
+
+def _kafka_start(reader: Any, config: JobConfig, end: Mapping[str, Any]) -> Any:
+    """Where batch 0 began: the configured starting offsets, resolved now (``earliest``: the
+    first offset Kafka still has)."""
+    if config.starting_offsets == "latest":
+        raise ReplayError(
+            "batch 0 of a Kafka job that started at the latest offsets cannot be replayed: where "
+            "it began was not logged; replay from batch 1"
+        )
+    reader.starting = config.starting_offsets
+    return reader.initialOffset()
+
+
+# --- replay -------------------------------------------------------------------------------------
+
+
+def replay(
+    ck: Checkpoint,
+    config: JobConfig,
+    output: Path,
+    first: int,
+    last: int,
+    spark: Any,
+    folder: Path | None,
+) -> list[dict[str, Any]]:
+    """Batches ``first..last`` into tables under ``output``; returns each batch's counts."""
+    from streaming import sink
+    from streaming.job import engine_config
+    from streaming.stateful import run_key
+
+    shards = config.stateful_shards
+    states = read_states(spark, ck, first - 1) if first > 0 else {}
+    app_id = f"faultline-replay-{os.getpid()}-{int(time.time())}"
+    sink.create_tables(output)
+    settings = engine_config(config)
+    done = []
+    for batch in range(first, last + 1):
+        started = time.time()
+        raw = batch_records(ck, config, batch, folder)
+        metas: list[dict[str, Any]] = []
+        for cluster, records in raw.groupby("key", sort=True):
+            for key, shard in _keys(states, str(cluster), shards):
+                states[key], produced = run_key(
+                    str(cluster),
+                    shard,
+                    states.get(key),
+                    records.reset_index(drop=True),
+                    settings,
+                    output,
+                    batch,
+                    app_id,
+                )
+                metas += produced
+        write_ms = int((time.time() - started) * 1000)
+        done.append(sink.commit_batch(output, batch, metas, app_id, write_ms))
+    return done
+
+
+def _keys(
+    states: Mapping[tuple[Any, ...], str], cluster: str, shards: int
+) -> list[tuple[tuple[Any, ...], Any]]:
+    """The operator's keys of a cluster, with the shard each one is: the slots of the state
+    where the cluster has one, else the shard numbers themselves."""
+    from udfs import engine
+
+    if shards == 1:
+        return [((cluster,), engine.WHOLE)]
+    slots = {int(k[1]) % shards: k for k in states if k[0] == cluster}
+    return [(slots.get(i, (cluster, i)), engine.Shard(i, shards)) for i in range(shards)]
+
+
+# --- the state, readable ----------------------------------------------------------------------
+
+
+def describe(states: Mapping[tuple[Any, ...], str], batch: int, out: TextIO) -> None:
+    """The operator state after ``batch``, per cluster: the clock, the brokers isolated in each
+    scope and until when, the messages waiting per delay level, the routes and heartbeats."""
+    from udfs import engine
+
+    merged: dict[str, list[dict[str, Any]]] = {}
+    for key, text in sorted(states.items()):
+        merged.setdefault(str(key[0]), []).append(engine.loads(text))
+    print(f"state after batch {batch}", file=out)
+    for cluster, parts in merged.items():
+        lead = parts[0]  # every shard has the clock, the routes and the heartbeats
+        clock = lead["clock"]
+        print(f"\ncluster {cluster}: clock {_iso(clock)} ({clock})", file=out)
+        for scope in ("cluster", "producer"):
+            isolated = sorted(
+                (key, it[0], it[2], it[6])
+                for part in parts
+                for key, table in part["tables"][scope].items()
+                for it in table["items"]
+                if it[5] and clock is not None and it[2] > clock
+            )
+            print(f"  isolated, {scope} scope: {len(isolated) or 'none'}", file=out)
+            for key, broker, until, cause in isolated:
+                who = "" if scope == "cluster" else f"{key}: "
+                print(f"    {who}{broker} until {_iso(until)} (cause {cause})", file=out)
+        waiting = {
+            int(level): len(queue)
+            for part in parts
+            for level, queue in part.get("schedule", {}).items()
+            if queue
+        }
+        shown = ", ".join(f"level {k}: {v}" for k, v in sorted(waiting.items()))
+        print(f"  delay queues, messages waiting: {shown or 'none'}", file=out)
+        for topic, route in sorted(lead["routes"].items()):
+            brokers = ", ".join(f"{b} ({w} queues)" for b, w, _ in route)
+            print(f"  route {topic}: {brokers}", file=out)
+        for broker, hb in sorted(lead["heartbeats"].items()):
+            state = "dropped from the route" if hb["expired"] else "in the route"
+            print(f"  heartbeat {broker}: last {_iso(hb['last'])}, {state}", file=out)
+        producers = sum(len(p["producers"]) for p in parts[1:]) or len(lead["producers"])
+        print(f"  producers known: {producers}", file=out)
+
+
+def _iso(ms: int | None) -> str:
+    from streaming.job import _iso as iso
+
+    return iso(ms)
+
+
+def spark_session() -> Any:
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    spark = (
+        SparkSession.builder.master("local[1]")
+        .appName("faultline-replay")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+# --- the commands -------------------------------------------------------------------------------
+
+
+def state_command(args: Any, out: TextIO = sys.stdout) -> int:
+    ck = Checkpoint.open(args.checkpoint)
+    batch = ck.last if args.batch is None else args.batch
+    check_window(ck, batch, batch)
+    describe(read_states(spark_session(), ck, batch), batch, out)
+    return 0
+
+
+def replay_command(args: Any, out: TextIO = sys.stdout) -> int:
+    ck = Checkpoint.open(args.checkpoint)
+    first, last = check_window(ck, args.from_batch, args.to_batch)
+    output = Path(args.output).resolve()
+    if output.exists() and any(output.iterdir()):
+        raise ReplayError(f"--output {output} is not empty: give the replay a folder of its own")
+    recorded = ck.settings(first)
+    if recorded is None:  # a checkpoint of an older faultline: the settings given are the job's
+        print(
+            f"faultline: {ck.path} does not record the job's settings; replaying with "
+            f"{args.config or 'conf/faultline.yaml'}",
+            file=out,
+        )
+        base, whatif = load_job_config(args.config, _sets(args.set)), None
+    else:
+        base = _config_from(recorded, {})
+        changes = {**_yaml(args.config), **_sets(args.set)}
+        whatif = _config_from(recorded, changes) if changes else None
+    for config in (base, whatif):
+        if config is not None and Path(config.output).resolve() == output:
+            raise ReplayError(f"--output {output} is the job's own output: replay elsewhere")
+    spark = spark_session()
+    folder = _source_folder(ck, base, args.source_path, output)
+    print(f"faultline: replaying batches {first}..{last} of {ck.path} into {output}", file=out)
+    if whatif is None:
+        counts = replay(ck, base, output, first, last, spark, folder)
+        _print_counts(counts, out)
+        return 0
+    with tempfile.TemporaryDirectory(prefix="faultline-baseline-") as tmp:
+        replay(ck, base, Path(tmp), first, last, spark, folder)
+        counts = replay(ck, whatif, output, first, last, spark, folder)
+        _print_counts(counts, out)
+        print_difference(Path(tmp), output, base, whatif, out)
+    return 0
+
+
+def _yaml(path: str | None) -> dict[str, Any]:
+    if path is None:
+        return {}
+    import yaml
+
+    data = yaml.safe_load(Path(path).read_text()) or {}
+    if not isinstance(data, dict):
+        raise ReplayError(f"{path}: not a mapping of settings")
+    return data
+
+
+def _sets(pairs: list[str]) -> dict[str, Any]:
+    import yaml
+
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ReplayError(
+                f"--set {pair!r}: expected KEY=VALUE, e.g. cluster_profile=rocketmq-4.9"
+            )
+        out[key.strip()] = yaml.safe_load(value) if value.strip() else value
+    return out
+
+
+def _config_from(recorded: Mapping[str, Any], changes: Mapping[str, Any]) -> JobConfig:
+    """The recorded settings with ``changes`` applied, validated as the job validates them."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "recorded.yaml"
+        path.write_text(json.dumps(dict(recorded)))  # JSON is YAML
+        return load_job_config(path, dict(changes))
+
+
+def _source_folder(
+    ck: Checkpoint, config: JobConfig, given: str | None, output: Path
+) -> Path | None:
+    if config.source == "kafka":
+        return None
+    if given is not None:
+        folder = Path(given)
+    elif config.source == "files":
+        folder = Path(str(config.path))
+    else:
+        from streaming.job import simulator_folder
+
+        folder = simulator_folder(config, output / "_simulator_source")
+    if not folder.is_dir():
+        raise ReplayError(
+            f"the source files of {ck.path} are not at {folder}: give --source-path where they "
+            "are now"
+        )
+    return folder
+
+
+def _print_counts(counts: list[dict[str, Any]], out: TextIO) -> None:
+    for c in counts:
+        print(
+            f"batch {c['batch_id']}: {c['input']} records, {c['valid']} valid, "
+            f"{c['quarantined']} quarantined, {c['late']} late, {c['rows_written']} rows written",
+            file=out,
+        )
+
+
+# --- what-if ------------------------------------------------------------------------------------
+
+_DECISION_KEY = ("scope", "scope_key", "broker_name", "cause_event_id")
+
+
+def print_difference(
+    before: Path, after: Path, base: JobConfig, whatif: JobConfig, out: TextIO
+) -> None:
+    """Decisions added, removed and changed per broker and scope, and isolated time per broker,
+    between the replay with the job's settings and the one with the what-if settings."""
+    from streaming.job import isolation_windows
+
+    changed = {
+        k: (v, getattr(whatif, k))
+        for k, v in base.model_dump().items()
+        if getattr(whatif, k) != v and k != "output"
+    }
+    print(
+        "\nwhat-if: " + ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in changed.items()), file=out
+    )
+    old, new = _decisions(before), _decisions(after)
+    tally: dict[tuple[str, str], list[int]] = {}
+    for key in old.keys() | new.keys():
+        broker_scope = (str(key[2]), str(key[0]))
+        counts = tally.setdefault(broker_scope, [0, 0, 0])
+        if key not in old:
+            counts[0] += 1
+        elif key not in new:
+            counts[1] += 1
+        elif old[key] != new[key]:
+            counts[2] += 1
+    print("decisions per broker and scope: added, removed, changed", file=out)
+    for (broker, scope), (added, removed, diff) in sorted(tally.items()):
+        if added or removed or diff:
+            print(f"  {broker:<14} {scope:<8} +{added} -{removed} ~{diff}", file=out)
+    if not any(sum(c) for c in tally.values()):
+        print("  none: the same decisions", file=out)
+    print("isolated time per broker, cluster scope (s): before -> after", file=out)
+    totals: dict[str, dict[str, int]] = {}
+    for name, folder in (("before", before), ("after", after)):
+        clock = _last_clock(folder)  # an isolation still running counts up to the last clock
+        for w in isolation_windows(folder):
+            if w["scope"] == "cluster":
+                end = clock if w["end"] is None else w["end"]
+                key = w["broker_name"]
+                totals.setdefault(key, {"before": 0, "after": 0})[name] += end - w["start"]
+    for broker, t in sorted(totals.items()):
+        print(f"  {broker:<14} {t['before'] / 1000:>9.1f} -> {t['after'] / 1000:>9.1f}", file=out)
+
+
+def _last_clock(output: Path) -> int:
+    from deltalake import DeltaTable
+
+    clocks = DeltaTable(str(output / "batches")).to_pyarrow_table(columns=["clock"]).column(0)
+    return max((c for c in clocks.to_pylist() if c is not None), default=0)
+
+
+def _decisions(output: Path) -> dict[tuple[Any, ...], tuple[Any, ...]]:
+    """Each decision row by (scope, scope_key, broker, cause): its (decision, effective_at,
+    available_from); a cause with several rows keeps them in time order."""
+    from deltalake import DeltaTable
+
+    rows = DeltaTable(str(output / "broker_decisions")).to_pyarrow_table().to_pylist()
+    found: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+    for r in sorted(rows, key=lambda r: (r["effective_at"], str(r["decision"]))):
+        key = tuple(r[k] for k in _DECISION_KEY)
+        value = (r["decision"], r["effective_at"], r["available_from"])
+        found[key] = found.get(key, ()) + value
+    return found
