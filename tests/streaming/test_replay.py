@@ -1,0 +1,148 @@
+"""Incident review: ``faultline replay`` and ``faultline state`` on a real checkpoint, read-only."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.streaming.conftest import OUTPUT_TABLES, canonical, faultline, table
+
+pytestmark = pytest.mark.spark
+
+
+def _tree(root: Path) -> dict[str, tuple[int, int]]:
+    return {
+        str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*")
+    }
+
+
+@pytest.fixture(scope="module")
+def moved(reference: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The reference run's checkpoint copied elsewhere and made read-only; nothing in it may
+    change (as root, the permissions alone would not stop a write)."""
+    copy = tmp_path_factory.mktemp("moved") / "ck"
+    shutil.copytree(reference.parent / "ck", copy)
+    for path in [copy, *copy.rglob("*")]:
+        path.chmod(path.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+    before = _tree(copy)
+    yield copy
+    assert _tree(copy) == before
+    for path in [copy, *copy.rglob("*")]:
+        path.chmod(path.stat().st_mode | stat.S_IWUSR)
+
+
+def _replay(*args: str, cwd: Path) -> tuple[int, str, str]:
+    result = faultline("replay", *args, cwd=cwd)
+    return result.returncode, result.stdout, result.stderr
+
+
+def test_a_replayed_window_writes_the_rows_of_the_original_batches(
+    reference: Path, moved: Path, tmp_path: Path
+) -> None:
+    last = int(table(reference, "batches")["batch_id"].max())
+    code, out, err = _replay(
+        "--checkpoint", str(moved), "--output", str(tmp_path / "rep"), "--from-batch", "3",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert code == 0, err[-3000:]
+    assert f"replaying batches 3..{last}" in out
+    replayed = tmp_path / "rep"
+    for name in OUTPUT_TABLES:
+        original = table(reference, name)
+        expected = canonical_rows(original[original["batch_id"] >= 3])
+        assert canonical_rows(table(replayed, name)) == expected, name
+    columns = ["batch_id", "input", "valid", "duplicates", "stale", "clock"]
+    original = table(reference, "batches")
+    original = original[original["batch_id"] >= 3].sort_values("batch_id")[columns]
+    mine = table(replayed, "batches").sort_values("batch_id")[columns]
+    assert mine.values.tolist() == original.values.tolist()
+
+
+def canonical_rows(frame: object) -> list[tuple[object, ...]]:
+    """Rows with their batch_id, sorted: the same batches must hold the same rows."""
+    import pandas as pd
+
+    assert isinstance(frame, pd.DataFrame)
+    return sorted((tuple(map(repr, r)) for r in frame.itertuples(index=False)), key=repr)
+
+
+def test_what_if_prints_the_difference_and_writes_its_own_tables(
+    reference: Path, moved: Path, tmp_path: Path
+) -> None:
+    code, out, err = _replay(
+        "--checkpoint", str(moved), "--output", str(tmp_path / "whatif"), "--from-batch", "2",
+        "--to-batch", "5", "--set", "cluster_profile=rocketmq-4.9", cwd=tmp_path,
+    )  # fmt: skip
+    assert code == 0, err[-3000:]
+    assert "what-if: cluster_profile 'rocketmq-5' -> 'rocketmq-4.9'" in out
+    assert re.search(r"broker-\w+\s+cluster\s+\+\d+ -\d+ ~[1-9]\d*", out), out
+    times = re.findall(r"(broker-\w+)\s+([\d.]+) ->\s+([\d.]+)", out)
+    assert times and any(before != after for _, before, after in times), out
+    whatif = table(tmp_path / "whatif", "broker_decisions")
+    assert set(whatif["batch_id"]) <= {2, 3, 4, 5}
+    assert set(whatif[whatif["scope"] == "cluster"]["profile"]) == {"rocketmq-4.9"}
+    assert canonical(reference, "broker_decisions") != canonical(
+        tmp_path / "whatif", "broker_decisions"
+    )
+
+
+def test_state_prints_the_clock_isolations_and_delay_queues(moved: Path, tmp_path: Path) -> None:
+    result = faultline("state", "--checkpoint", str(moved), "--batch", "4", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = result.stdout
+    assert out.startswith("state after batch 4\n")
+    assert re.search(r"cluster QuickCluster: clock \d{4}-\d\d-\d\d \d\d:\d\d:\d\d \(\d+\)", out)
+    assert "isolated, cluster scope:" in out and "isolated, producer scope:" in out
+    assert re.search(r"delay queues, messages waiting: (level \d+: \d+|none)", out)
+    assert "route orders: broker-a (2 queues), broker-b (2 queues), broker-c (2 queues)" in out
+    assert re.search(r"heartbeat broker-a: last .*, in the route", out)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ("--from-batch", "99"),
+            r"batches 99\.\.\d+ are not in the checkpoint .*: it has batches 0\.\.\d+",
+        ),
+        (
+            ("--from-batch", "1", "--set", "cluster_profile"),
+            r"--set 'cluster_profile': expected KEY=VALUE",
+        ),
+        (
+            ("--from-batch", "1", "--set", "cluster_profile=rocketmq-9"),
+            r"cluster_profile = 'rocketmq-9'",
+        ),
+    ],
+)
+def test_a_replay_that_cannot_be_done_says_why_in_one_line(
+    moved: Path, tmp_path: Path, args: tuple[str, ...], message: str
+) -> None:
+    code, _, err = _replay(
+        "--checkpoint", str(moved), "--output", str(tmp_path / "rep"), *args, cwd=tmp_path
+    )
+    assert code == 2
+    assert re.search(message, err), err
+    assert len(err.strip().splitlines()) == 1, err
+
+
+def test_a_missing_checkpoint_or_a_used_output_folder_is_refused(
+    moved: Path, tmp_path: Path
+) -> None:
+    code, _, err = _replay(
+        "--checkpoint", str(tmp_path / "nothing"), "--output", str(tmp_path / "r"),
+        "--from-batch", "0", cwd=tmp_path,
+    )  # fmt: skip
+    assert code == 2 and "not a faultline checkpoint" in err
+    (tmp_path / "used").mkdir()
+    (tmp_path / "used" / "x").write_text("")
+    code, _, err = _replay(
+        "--checkpoint", str(moved), "--output", str(tmp_path / "used"), "--from-batch", "0",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert code == 2 and "is not empty" in err
