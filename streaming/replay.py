@@ -174,7 +174,7 @@ def batch_records(
     frames = [b.to_pandas() for b in parts]
     if not frames:
         return pd.DataFrame(columns=["key", "value", "origin", "ingest_ms", "lost"])
-    raw = pd.concat(frames, ignore_index=True)
+    raw: pd.DataFrame = pd.concat(frames, ignore_index=True)
     if "lost" not in raw.columns:
         raw["lost"] = None
     return raw

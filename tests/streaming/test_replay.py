@@ -146,3 +146,100 @@ def test_a_missing_checkpoint_or_a_used_output_folder_is_refused(
         cwd=tmp_path,
     )  # fmt: skip
     assert code == 2 and "is not empty" in err
+
+
+# --- explain -------------------------------------------------------------------------------------
+
+
+def _explain(*args: str, cwd: Path) -> tuple[int, str, str]:
+    result = faultline("explain", *args, cwd=cwd)
+    return result.returncode, result.stdout, result.stderr
+
+
+def test_explain_names_the_send_that_isolated_a_broker_and_the_rule(
+    reference: Path, tmp_path: Path
+) -> None:
+    import json
+
+    decisions = table(reference, "broker_decisions")
+    cluster = decisions[decisions["scope"] == "cluster"].sort_values("effective_at")
+    first = cluster[cluster["decision"] == "ISOLATE"].iloc[0]
+    broker, at = first["broker_name"], int(first["effective_at"]) + 1
+    code, out, err = _explain(
+        "--output", str(reference), "--broker", broker, "--at", str(at), "--json", cwd=tmp_path
+    )
+    assert code == 0, err
+    answer = json.loads(out)
+    assert answer["available"] is False
+    causes = set(
+        cluster[(cluster["broker_name"] == broker) & (cluster["effective_at"] <= at)][
+            "cause_event_id"
+        ]
+    )
+    assert answer["set_by"]["event_id"] in causes
+    assert answer["set_by"]["profile"] == "rocketmq-5"
+    assert answer["fault_item"]["available_from"] > at
+    assert any(d["decision"] == "ISOLATE" for d in answer["decisions"])
+    code, text, _ = _explain(
+        "--output", str(reference), "--broker", broker, "--at", str(at), cwd=tmp_path
+    )
+    assert code == 0
+    assert text.startswith(f"{broker} at ") and ": NOT AVAILABLE" in text.splitlines()[0]
+    assert f"set by {answer['set_by']['event_id']} from " in text
+    assert "5.x extends only" in text
+    restore = cluster[(cluster["broker_name"] == broker) & (cluster["decision"] == "RESTORE")]
+    after = int(restore.iloc[0]["effective_at"])
+    code, out, _ = _explain(
+        "--output", str(reference), "--broker", broker, "--at", str(after), "--json", cwd=tmp_path
+    )
+    assert json.loads(out)["available"] is (
+        not any(
+            (cluster["broker_name"] == broker)
+            & (cluster["effective_at"] <= after)
+            & (cluster["decision"] != "RESTORE")
+            & (cluster["available_from"] > after)
+        )
+    )
+
+
+def test_explain_prints_a_messages_path(reference: Path, tmp_path: Path) -> None:
+    entries = table(reference, "schedule_entries")
+    out_rows = table(reference, "redeliveries")
+    retried = table(reference, "routing_decisions")
+    message = sorted(
+        set(entries["message_id"]) & set(out_rows["message_id"]) & set(retried["message_id"])
+    )[0]
+    code, out, err = _explain("--output", str(reference), "--message-id", message, cwd=tmp_path)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == f"message {message}:"
+    kinds = [re.sub(r"^\s+\S+ \S+ ", "", x).split(":")[0] for x in lines[1:]]
+    assert kinds[0] == "routing decision" and kinds[-1] == "redelivery"
+    assert "delay queue" in kinds
+    assert lines[1:] == sorted(lines[1:], key=lambda x: x.split()[0] + x.split()[1])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ("--broker", "broker-z", "--at", "2026-11-21T10:00:30"),
+            r"--broker broker-z: not in .*; brokers there: broker-a, broker-b, broker-c",
+        ),
+        (
+            ("--broker", "broker-a", "--at", "2030-01-01T00:00:00"),
+            r"is after every batch of .*: they cover ",
+        ),
+        (("--broker", "broker-a", "--at", "yesterday"), r"--at 'yesterday': give a time like"),
+        (("--message-id", "nobody"), r"--message-id nobody: no routing decision"),
+    ],
+)
+def test_explain_refuses_what_the_tables_cannot_answer(
+    reference: Path, tmp_path: Path, args: tuple[str, ...], message: str
+) -> None:
+    code, _, err = _explain("--output", str(reference), *args, cwd=tmp_path)
+    assert code == 2
+    assert re.search(message, err), err
+    assert len(err.strip().splitlines()) == 1
+    code, _, err = _explain("--output", str(tmp_path / "none"), *args, cwd=tmp_path)
+    assert code == 2 and "no such folder" in err

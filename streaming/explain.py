@@ -1,0 +1,291 @@
+"""``faultline explain``: why a broker was (un)available at an instant, and a message's path, in
+plain text or JSON, from a job's (or a replay's) Delta tables."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+import pyarrow.compute as pc
+
+from udfs.errors import FaultlineError
+from udfs.rocketmq import PROFILES
+
+AROUND = 3
+"""Decision rows shown before and after the instant."""
+
+
+class ExplainError(FaultlineError):
+    """The question cannot be answered from these tables; the message says what there is."""
+
+
+def _table(output: Path, name: str, **equal: Any) -> list[dict[str, Any]]:
+    from deltalake import DeltaTable
+
+    path = output / name
+    if not (path / "_delta_log").is_dir():
+        raise ExplainError(f"{output}: no {name} table here (--output is a job's output folder)")
+    data = DeltaTable(str(path)).to_pyarrow_table()
+    for column, value in equal.items():
+        data = data.filter(pc.equal(data[column], value))
+    rows: list[dict[str, Any]] = data.to_pylist()
+    return rows
+
+
+def parse_time(text: str) -> int:
+    """Milliseconds since the epoch, or an ISO-8601 date and time (UTC unless it says)."""
+    if text.strip().isdigit():
+        return int(text)
+    try:
+        moment = datetime.fromisoformat(text.strip().replace(" ", "T", 1))
+    except ValueError:
+        raise ExplainError(
+            f"--at {text!r}: give a time like 2026-11-21T10:02:28 (UTC) or epoch milliseconds"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def _iso(ms: int | None) -> str:
+    if ms is None:
+        return "-"
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def broker_at(
+    output: Path, broker: str, at: int, cluster: str | None, scope: str
+) -> dict[str, Any]:
+    """The answer for a broker at an instant, in one scope (``cluster`` or ``producer:ID``)."""
+    kind, _, producer = scope.partition(":")
+    if kind not in ("cluster", "producer") or (kind == "producer") != bool(producer):
+        raise ExplainError(f"--scope {scope!r}: give cluster or producer:PRODUCER_ID")
+    batches = _table(output, "batches")
+    clocks = [b["clock"] for b in batches if b["clock"] is not None]
+    if not clocks or at > max(clocks):
+        seen = f"{_iso(min(clocks))} .. {_iso(max(clocks))}" if clocks else "no batch yet"
+        raise ExplainError(f"--at {_iso(at)} is after every batch of {output}: they cover {seen}")
+    items = _table(output, "fault_items", broker_name=broker)
+    decisions = _table(output, "broker_decisions", broker_name=broker)
+    if not items and not decisions:
+        known = sorted(
+            {r["broker_name"] for r in _table(output, "broker_decisions") if r["broker_name"]}
+        )
+        raise ExplainError(f"--broker {broker}: not in {output}; brokers there: {', '.join(known)}")
+    clusters = sorted({r["cluster"] for r in items + decisions})
+    if cluster is None:
+        if len(clusters) > 1:
+            raise ExplainError(f"{broker} is in clusters {', '.join(clusters)}: give --cluster")
+        cluster = clusters[0]
+    key = cluster if kind == "cluster" else producer
+    mine = sorted(
+        (
+            r
+            for r in items
+            if r["cluster"] == cluster and r["scope"] == kind and r["scope_key"] == key
+        ),
+        key=lambda r: (r["event_time"], r["event_id"], r["phase"] != "dispatch"),
+    )
+    before = [r for r in mine if r["event_time"] <= at]
+    answer: dict[str, Any] = {
+        "broker": broker,
+        "cluster": cluster,
+        "scope": kind,
+        "scope_key": key,
+        "at": at,
+        "available": True,
+        "fault_item": None,
+        "set_by": None,
+    }
+    if before:
+        item = before[-1]
+        answer["available"] = at >= item["available_from"]
+        answer["fault_item"] = {
+            "latency_ms": item["latency_ms"],
+            "available_from": item["available_from"],
+            "updated_by": item["event_id"],
+            "updated_at": item["event_time"],
+            "profile": item["profile"],
+        }
+        setter = [
+            r
+            for r in before
+            if r["not_available_ms"] > 0
+            and r["event_time"] + r["not_available_ms"] == item["available_from"]
+        ]
+        if setter:
+            answer["set_by"] = _setter(setter[-1], mine)
+    route = [
+        r
+        for r in decisions
+        if r["cluster"] == cluster and r["decision"].startswith("ROUTE") and r["effective_at"] <= at
+    ]
+    route.sort(key=lambda r: r["effective_at"])
+    answer["nameserver"] = (
+        {"in_route": True, "since": None, "cause_event_id": None}
+        if not route
+        else {
+            "in_route": route[-1]["decision"] == "ROUTE_RESTORED",
+            "since": route[-1]["effective_at"],
+            "cause_event_id": route[-1]["cause_event_id"],
+        }
+    )
+    if answer["nameserver"]["in_route"] is False:
+        answer["available"] = False
+    near = sorted(
+        (r for r in decisions if r["cluster"] == cluster and r["scope_key"] in (key, cluster)
+         and (r["scope"] == kind or r["decision"].startswith("ROUTE"))),
+        key=lambda r: (r["effective_at"], r["decision"]),
+    )  # fmt: skip
+    split = sum(1 for r in near if r["effective_at"] <= at)
+    answer["decisions"] = [
+        {
+            k: r[k]
+            for k in ("decision", "effective_at", "available_from", "reason", "cause_event_id")
+        }
+        for r in near[max(0, split - AROUND) : split + AROUND]
+    ]
+    return answer
+
+
+def _setter(row: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The update that set the isolation in force, with the rule that made its duration."""
+    profile = PROFILES[row["profile"]]
+    latency = profile.isolation_latency if row["isolation"] else row["latency_ms"]
+    band = sum(1 for bound in profile.latency_max if latency >= bound) - 1
+    earlier = [
+        r
+        for r in rows
+        if r["event_time"] < row["event_time"] and r["available_from"] > row["event_time"]
+    ]
+    if profile.line == "5":
+        rule = "5.x extends only: the later of the running isolation's end and now + duration"
+    else:
+        rule = "4.x overwrites: now + duration, whatever was running"
+    return {
+        "event_id": row["event_id"],
+        "event_time": row["event_time"],
+        "producer_id": row["producer_id"],
+        "outcome": row["outcome"],
+        "latency_ms": row["latency_ms"],
+        "isolation": row["isolation"],
+        "band": f"latency {latency} ms >= {profile.latency_max[band]} ms"
+        + (
+            f" (isolation: the profile's substitute latency {latency} ms)"
+            if row["isolation"]
+            else ""
+        ),
+        "not_available_ms": row["not_available_ms"],
+        "profile": profile.name,
+        "rule": rule,
+        "while_isolated": bool(earlier),
+    }
+
+
+def message_path(output: Path, message_id: str) -> list[dict[str, Any]]:
+    """A message's attempts with their routing decisions, its delay-queue entries and where it
+    went, in time order."""
+    steps = []
+    for r in _table(output, "routing_decisions", message_id=message_id):
+        steps.append(
+            {
+                "at": r["decided_at"],
+                "what": "routing decision",
+                "text": f"attempt {r['attempt']} failed on {r['failed_broker']}; {r['scope']} "
+                f"scope ({r['scope_key']}) picks {r['selected_broker']}/{r['selected_queue_id']} "
+                f"by rule {r['rule']}",
+            }
+        )
+    for r in _table(output, "schedule_entries", message_id=message_id):
+        steps.append(
+            {
+                "at": r["store_time"],
+                "what": "delay queue",
+                "text": f"{r['source']}: into SCHEDULE_TOPIC_XXXX level {r['delay_level']} "
+                f"(queue {r['schedule_queue_id']}) for {r['real_topic']}, "
+                f"due {_iso(r['deliver_at'])}",
+            }
+        )
+    for r in _table(output, "redeliveries", message_id=message_id):
+        where = "the DLQ" if r["dlq"] else "its topic"
+        steps.append(
+            {
+                "at": r["deliver_at"],
+                "what": "redelivery",
+                "text": f"released to {where}: {r['target_topic']} (Kafka {r['kafka_topic']})",
+            }
+        )
+    if not steps:
+        raise ExplainError(
+            f"--message-id {message_id}: no routing decision, delay entry or redelivery in {output}"
+        )
+    return sorted(steps, key=lambda s: (s["at"], s["what"]))
+
+
+def print_broker(answer: dict[str, Any], out: TextIO) -> None:
+    scope = answer["scope"] if answer["scope"] == "cluster" else f"producer {answer['scope_key']}"
+    state = "AVAILABLE" if answer["available"] else "NOT AVAILABLE"
+    print(
+        f"{answer['broker']} at {_iso(answer['at'])}, {scope} scope of {answer['cluster']}: "
+        f"{state}",
+        file=out,
+    )
+    item = answer["fault_item"]
+    if item is None:
+        print("  no FaultItem for it by then: never reported in this scope", file=out)
+    else:
+        print(
+            f"  FaultItem: latency {item['latency_ms']} ms, available from "
+            f"{_iso(item['available_from'])} (last updated by {item['updated_by']} at "
+            f"{_iso(item['updated_at'])}, {item['profile']})",
+            file=out,
+        )
+    setter = answer["set_by"]
+    if setter is not None:
+        print(
+            f"  set by {setter['event_id']} from {setter['producer_id']} at "
+            f"{_iso(setter['event_time'])}: "
+            f"{setter['outcome']} after {setter['latency_ms']} ms; {setter['band']} -> not "
+            f"available for {setter['not_available_ms']} ms ({setter['profile']}); {setter['rule']}"
+            + ("; it came while an isolation was running" if setter["while_isolated"] else ""),
+            file=out,
+        )
+    ns = answer["nameserver"]
+    if ns["since"] is None:
+        print("  NameServer: in the route (never dropped by then)", file=out)
+    else:
+        state = "back in the route" if ns["in_route"] else "dropped from the route"
+        print(
+            f"  NameServer: {state} since {_iso(ns['since'])} (cause {ns['cause_event_id']})",
+            file=out,
+        )
+    print("  decisions around it:", file=out)
+    for d in answer["decisions"]:
+        mark = "<=" if d["effective_at"] <= answer["at"] else "> "
+        print(f"   {mark} {_iso(d['effective_at'])} {d['decision']:<15} {d['reason']}", file=out)
+
+
+def explain_command(args: Any, out: TextIO = sys.stdout) -> int:
+    output = Path(args.output)
+    if not output.is_dir():
+        raise ExplainError(f"--output {output}: no such folder")
+    if args.message_id:
+        steps = message_path(output, args.message_id)
+        if args.json:
+            print(json.dumps(steps, indent=2), file=out)
+        else:
+            print(f"message {args.message_id}:", file=out)
+            for s in steps:
+                print(f"  {_iso(s['at'])} {s['what']}: {s['text']}", file=out)
+        return 0
+    if not args.broker or not args.at:
+        raise ExplainError("give --broker B --at TIME, or --message-id ID")
+    answer = broker_at(output, args.broker, parse_time(args.at), args.cluster, args.scope)
+    if args.json:
+        print(json.dumps(answer, indent=2), file=out)
+    else:
+        print_broker(answer, out)
+    return 0
