@@ -16,7 +16,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -160,9 +160,18 @@ def batch_records(
         }
         reader = KafkaReader(options)
         start = ck.offsets(batch - 1) if batch > 0 else _kafka_start(reader, config, end)
-        parts: Iterator[pa.RecordBatch] = (
-            b for p in reader.partitions(start, end) for b in read_slice(p)
-        )
+        slices = reader.partitions(start, end)
+        marks = reader._watermarks()
+        for part in slices:
+            low, high = marks.get((part.topic, part.partition), (0, 0))
+            if part.begin < low or part.end > high:
+                raise ReplayError(
+                    f"batch {batch} needs offsets {part.begin}..{part.end - 1} of "
+                    f"{part.topic}/{part.partition}; Kafka has {low}..{high - 1} of it now "
+                    "(retention deleted the rest): replay a later window"
+                )
+        reader.stop()
+        parts: Iterator[pa.RecordBatch] = (b for p in slices for b in read_slice(p))
     else:
         from streaming.sources import FilesReader
         from streaming.sources import read_slice as read_file
@@ -201,16 +210,17 @@ def replay(
     output: Path,
     first: int,
     last: int,
-    spark: Any,
+    spark: Callable[[], Any],
     folder: Path | None,
 ) -> list[dict[str, Any]]:
-    """Batches ``first..last`` into tables under ``output``; returns each batch's counts."""
+    """Batches ``first..last`` into tables under ``output``; returns each batch's counts.
+    ``spark`` makes the session that reads the state (not needed from batch 0)."""
     from streaming import sink
     from streaming.job import engine_config
     from streaming.stateful import run_key
 
     shards = config.stateful_shards
-    states = read_states(spark, ck, first - 1) if first > 0 else {}
+    states = read_states(spark(), ck, first - 1) if first > 0 else {}
     app_id = f"faultline-replay-{os.getpid()}-{int(time.time())}"
     sink.create_tables(output)
     settings = engine_config(config)
@@ -303,8 +313,12 @@ def _iso(ms: int | None) -> str:
 
 
 def spark_session() -> Any:
+    import warnings
+
     from pyspark.sql import SparkSession
 
+    os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")  # pandas 3: see README
+    warnings.filterwarnings("ignore", category=FutureWarning, module="pyspark")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     spark = (
@@ -350,7 +364,7 @@ def replay_command(args: Any, out: TextIO = sys.stdout) -> int:
     for config in (base, whatif):
         if config is not None and Path(config.output).resolve() == output:
             raise ReplayError(f"--output {output} is the job's own output: replay elsewhere")
-    spark = spark_session()
+    spark = spark_session
     folder = _source_folder(ck, base, args.source_path, output)
     print(f"faultline: replaying batches {first}..{last} of {ck.path} into {output}", file=out)
     if whatif is None:

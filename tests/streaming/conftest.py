@@ -84,6 +84,12 @@ def canonical(output: Path, name: str) -> list[tuple[Any, ...]]:
     return sorted(rows, key=repr)
 
 
+def batch_rows(frame: pd.DataFrame) -> list[tuple[str, ...]]:
+    """A table's rows with their ``batch_id``, sorted: equal lists mean the same rows in the same
+    batches."""
+    return sorted(tuple(map(repr, r)) for r in frame.itertuples(index=False))
+
+
 def same_tables(a: Path, b: Path, names: tuple[str, ...] = OUTPUT_TABLES) -> None:
     for name in names:
         assert canonical(a, name) == canonical(b, name), name

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.streaming.conftest import OUTPUT_TABLES, canonical, faultline, table
+from tests.streaming.conftest import OUTPUT_TABLES, batch_rows, canonical, faultline, table
 
 pytestmark = pytest.mark.spark
 
@@ -54,21 +54,13 @@ def test_a_replayed_window_writes_the_rows_of_the_original_batches(
     replayed = tmp_path / "rep"
     for name in OUTPUT_TABLES:
         original = table(reference, name)
-        expected = canonical_rows(original[original["batch_id"] >= 3])
-        assert canonical_rows(table(replayed, name)) == expected, name
+        expected = batch_rows(original[original["batch_id"] >= 3])
+        assert batch_rows(table(replayed, name)) == expected, name
     columns = ["batch_id", "input", "valid", "duplicates", "stale", "clock"]
     original = table(reference, "batches")
     original = original[original["batch_id"] >= 3].sort_values("batch_id")[columns]
     mine = table(replayed, "batches").sort_values("batch_id")[columns]
     assert mine.values.tolist() == original.values.tolist()
-
-
-def canonical_rows(frame: object) -> list[tuple[object, ...]]:
-    """Rows with their batch_id, sorted: the same batches must hold the same rows."""
-    import pandas as pd
-
-    assert isinstance(frame, pd.DataFrame)
-    return sorted((tuple(map(repr, r)) for r in frame.itertuples(index=False)), key=repr)
 
 
 def test_what_if_prints_the_difference_and_writes_its_own_tables(
