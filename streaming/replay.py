@@ -137,7 +137,15 @@ def read_states(spark: Any, ck: Checkpoint, batch: int) -> dict[tuple[Any, ...],
             f"batches {low}..{high} (retain more with the key min_batches_to_retain)"
         )
     rows = spark.read.format("statestore").option("batchId", batch).load(str(ck.path)).collect()
-    return {tuple(r["key"]): r["value"]["groupState"]["state"] for r in rows if r["value"]}
+    states = {tuple(r["key"]): r["value"]["groupState"]["state"] for r in rows if r["value"]}
+    from udfs import engine
+
+    for text in states.values():
+        try:
+            engine.loads(text)
+        except ValueError as exc:  # a state this faultline cannot read
+            raise ReplayError(f"{ck.path}: {exc}") from None
+    return states
 
 
 # --- the records of a batch -------------------------------------------------------------------
