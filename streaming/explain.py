@@ -35,6 +35,14 @@ def _table(output: Path, name: str, **equal: Any) -> list[dict[str, Any]]:
     return rows
 
 
+def _first_event(output: Path) -> int | None:
+    from deltalake import DeltaTable
+
+    times = DeltaTable(str(output / "fault_items")).to_pyarrow_table(columns=["event_time"])
+    first = pc.min(times["event_time"]).as_py()
+    return None if first is None else int(first)
+
+
 def parse_time(text: str) -> int:
     """Milliseconds since the epoch, or an ISO-8601 date and time (UTC unless it says)."""
     if text.strip().isdigit():
@@ -63,11 +71,11 @@ def broker_at(
     kind, _, producer = scope.partition(":")
     if kind not in ("cluster", "producer") or (kind == "producer") != bool(producer):
         raise ExplainError(f"--scope {scope!r}: give cluster or producer:PRODUCER_ID")
-    batches = _table(output, "batches")
-    clocks = [b["clock"] for b in batches if b["clock"] is not None]
-    if not clocks or at > max(clocks):
-        seen = f"{_iso(min(clocks))} .. {_iso(max(clocks))}" if clocks else "no batch yet"
-        raise ExplainError(f"--at {_iso(at)} is after every batch of {output}: they cover {seen}")
+    clocks = [b["clock"] for b in _table(output, "batches") if b["clock"] is not None]
+    begin = _first_event(output)
+    if not clocks or begin is None or not begin <= at <= max(clocks):
+        seen = f"{_iso(begin)} .. {_iso(max(clocks))}" if clocks else "no batch yet"
+        raise ExplainError(f"--at {_iso(at)} is outside every batch of {output}: they cover {seen}")
     items = _table(output, "fault_items", broker_name=broker)
     decisions = _table(output, "broker_decisions", broker_name=broker)
     if not items and not decisions:

@@ -32,6 +32,18 @@ RUNS = "faultline-runs.jsonl"
 ``{"from_batch": N, "settings": {...}}`` (Kafka secrets masked)."""
 
 
+FIXED = (
+    "source",
+    "path",
+    "scenario",
+    "topic",
+    "subscribe_pattern",
+    "stateful_shards",
+    "shuffle_partitions",
+)
+"""What a what-if cannot change: where the records come from and how the state is keyed."""
+
+
 class ReplayError(FaultlineError):
     """A replay cannot be done as asked; the message says what is missing and what there is."""
 
@@ -368,6 +380,12 @@ def replay_command(args: Any, out: TextIO = sys.stdout) -> int:
     else:
         base = _config_from(recorded, {})
         changes = {**_yaml(args.config), **_sets(args.set)}
+        fixed = sorted(k for k in FIXED if k in changes and changes[k] != recorded.get(k))
+        if fixed:
+            raise ReplayError(
+                f"a replay reads the checkpoint's own source and keys: {', '.join(fixed)} cannot "
+                f"change (the job ran with {', '.join(f'{k}={recorded.get(k)!r}' for k in fixed)})"
+            )
         whatif = _config_from(recorded, changes) if changes else None
     for config in (base, whatif):
         if config is not None and Path(config.output).resolve() == output:
