@@ -298,16 +298,15 @@ def describe(states: Mapping[tuple[Any, ...], str], batch: int, out: TextIO) -> 
         print(f"\ncluster {cluster}: clock {_iso(clock)} ({clock})", file=out)
         for scope in ("cluster", "producer"):
             isolated = sorted(
-                (key, it[0], it[2], it[6])
+                i
                 for part in parts
-                for key, table in part["tables"][scope].items()
-                for it in table["items"]
-                if it[5] and clock is not None and it[2] > clock
+                for i in engine.isolations(part, scope)
+                if clock is not None and i.until > clock
             )
             print(f"  isolated, {scope} scope: {len(isolated) or 'none'}", file=out)
-            for key, broker, until, cause in isolated:
-                who = "" if scope == "cluster" else f"{key}: "
-                print(f"    {who}{broker} until {_iso(until)} (cause {cause})", file=out)
+            for i in isolated:
+                who = "" if scope == "cluster" else f"{i.key}: "
+                print(f"    {who}{i.broker} until {_iso(i.until)} (cause {i.cause})", file=out)
         waiting = {
             int(level): len(queue)
             for part in parts
@@ -322,8 +321,7 @@ def describe(states: Mapping[tuple[Any, ...], str], batch: int, out: TextIO) -> 
         for broker, hb in sorted(lead["heartbeats"].items()):
             state = "dropped from the route" if hb["expired"] else "in the route"
             print(f"  heartbeat {broker}: last {_iso(hb['last'])}, {state}", file=out)
-        producers = sum(len(p["producers"]) for p in parts[1:]) or len(lead["producers"])
-        print(f"  producers known: {producers}", file=out)
+        print(f"  producers known: {len(lead['producers'])}", file=out)  # the lead has them all
 
 
 def _iso(ms: int | None) -> str:

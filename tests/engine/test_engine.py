@@ -217,3 +217,13 @@ def test_rejected_records_go_to_quarantine_untouched() -> None:
 def test_state_from_another_version_is_refused() -> None:
     with pytest.raises(ValueError, match="state schema version"):
         engine.loads('{"v": 0}')
+
+
+def test_the_stored_isolations_are_named_with_their_end_and_cause() -> None:
+    step = run([send("s1", 1000, "b", "REMOTING_EXCEPTION", 0)])
+    assert engine.isolations(step.state, "cluster") == [
+        engine.Isolation("c", "b", T0 + 1000 + 10_000, "s1")
+    ]
+    assert engine.isolations(step.state, "producer") == [
+        engine.Isolation("p", "b", T0 + 1000 + 600_000, "s1")  # 4.9: 600 s for an exception
+    ]

@@ -57,7 +57,7 @@ from udfs.engine._queues import Queues
 from udfs.engine._routing import decide
 from udfs.engine._routing_table import publish
 from udfs.engine._shards import WHOLE, Shard
-from udfs.engine._state import STATE_VERSION, dumps, loads, new_state
+from udfs.engine._state import STATE_VERSION, Isolation, dumps, isolations, loads, new_state
 from udfs.rocketmq import Next
 
 __all__ = [
@@ -67,10 +67,12 @@ __all__ = [
     "STATE_VERSION",
     "WHOLE",
     "EngineConfig",
+    "Isolation",
     "Shard",
     "Step",
     "advance",
     "dumps",
+    "isolations",
     "loads",
     "new_state",
 ]

@@ -6,7 +6,7 @@ import hashlib
 import json
 import random
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from udfs.engine._config import CLUSTER, PRODUCER, Route
 from udfs.rocketmq import TopicPublishInfo
@@ -26,6 +26,28 @@ def new_state() -> dict[str, Any]:
         "schedule": {},
         "seen": {},
     }
+
+
+class Isolation(NamedTuple):
+    """An isolation a stored FaultTable holds: ``key``'s table isolates ``broker`` until
+    ``until``, set by the event ``cause``."""
+
+    key: str
+    broker: str
+    until: int
+    cause: str
+
+
+def isolations(state: Mapping[str, Any], scope: str) -> list[Isolation]:
+    """The isolations in a scope's stored tables (an item is ``[broker, latency, start,
+    reachable, updated_at, isolating, cause]``), ended ones included: compare ``until`` with the
+    clock."""
+    return sorted(
+        Isolation(key, it[0], int(it[2]), str(it[6]))
+        for key, table in state["tables"][scope].items()
+        for it in table["items"]
+        if it[5]
+    )
 
 
 def dumps(state: Mapping[str, Any]) -> str:
