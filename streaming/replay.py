@@ -42,6 +42,7 @@ FIXED = (
     "shuffle_partitions",
 )
 """What a what-if cannot change: where the records come from and how the state is keyed."""
+CONNECTION = ("kafka_bootstrap", "kafka_options")
 
 
 class ReplayError(FaultlineError):
@@ -89,25 +90,22 @@ def _batch_ids(folder: Path) -> list[int]:
 class Checkpoint:
     path: Path
     """The query's folder (``<checkpoint root>/faultline``)."""
-    source: dict[str, Any]
     committed: list[int]
     runs: list[tuple[int, dict[str, Any]]]
 
     @classmethod
     def open(cls, given: str | Path) -> Checkpoint:
-        from streaming.job import QUERY_NAME, SOURCE_MARK
+        from streaming.job import QUERY_NAME
 
         path = Path(given)
         if (path / QUERY_NAME).is_dir():
             path = path / QUERY_NAME
         if not (path / "offsets").is_dir():
             raise ReplayError(f"{given}: not a faultline checkpoint (no offsets log in it)")
-        mark = path / SOURCE_MARK
-        source = json.loads(mark.read_text()) if mark.exists() else {}
         committed = _batch_ids(path / "commits")
         if not committed:
             raise ReplayError(f"{given}: the checkpoint has no committed batch yet")
-        return cls(path, source, committed, _read_runs(path))
+        return cls(path, committed, _read_runs(path))
 
     @property
     def last(self) -> int:
@@ -375,8 +373,10 @@ def replay_command(args: Any, out: TextIO = sys.stdout) -> int:
             file=out,
         )
         base, whatif = load_job_config(args.config, _sets(args.set)), None
+        from streaming.job import _check_source
+
+        _check_source(base, ck.path)  # the settings name this checkpoint's source and keys
     else:
-        base = _config_from(recorded, {})
         changes = {**_yaml(args.config), **_sets(args.set)}
         fixed = sorted(k for k in FIXED if k in changes and changes[k] != recorded.get(k))
         if fixed:
@@ -384,20 +384,19 @@ def replay_command(args: Any, out: TextIO = sys.stdout) -> int:
                 f"a replay reads the checkpoint's own source and keys: {', '.join(fixed)} cannot "
                 f"change (the job ran with {', '.join(f'{k}={recorded.get(k)!r}' for k in fixed)})"
             )
-        whatif = _config_from(recorded, changes) if changes else None
-    for config in (base, whatif):
-        if config is not None and Path(config.output).resolve() == output:
-            raise ReplayError(f"--output {output} is the job's own output: replay elsewhere")
-    spark = spark_session
+        # where Kafka is and its secrets (recorded masked) are not a what-if
+        reach = {k: changes.pop(k) for k in CONNECTION if k in changes}
+        base = _config_from(recorded, reach)
+        whatif = _config_from(recorded, {**reach, **changes}) if changes else None
     folder = _source_folder(ck, base, args.source_path, output)
     print(f"faultline: replaying batches {first}..{last} of {ck.path} into {output}", file=out)
     if whatif is None:
-        counts = replay(ck, base, output, first, last, spark, folder)
+        counts = replay(ck, base, output, first, last, spark_session, folder)
         _print_counts(counts, out)
         return 0
     with tempfile.TemporaryDirectory(prefix="faultline-baseline-") as tmp:
-        replay(ck, base, Path(tmp), first, last, spark, folder)
-        counts = replay(ck, whatif, output, first, last, spark, folder)
+        replay(ck, base, Path(tmp), first, last, spark_session, folder)
+        counts = replay(ck, whatif, output, first, last, spark_session, folder)
         _print_counts(counts, out)
         print_difference(Path(tmp), output, base, whatif, out)
     return 0
