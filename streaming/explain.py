@@ -179,6 +179,7 @@ def _setter(row: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]:
         "producer_id": row["producer_id"],
         "outcome": row["outcome"],
         "latency_ms": row["latency_ms"],
+        "attempt": row.get("attempt"),
         "isolation": row["isolation"],
         "band": f"latency {latency} ms >= {profile.latency_max[band]} ms"
         + (
@@ -256,7 +257,8 @@ def print_broker(answer: dict[str, Any], out: TextIO) -> None:
         print(
             f"  set by {setter['event_id']} from {setter['producer_id']} at "
             f"{_iso(setter['event_time'])}: "
-            f"{setter['outcome']} after {setter['latency_ms']} ms; {setter['band']} -> not "
+            f"{setter['outcome']} after {setter['latency_ms']} ms (attempt {setter['attempt']}); "
+            f"{setter['band']} -> not "
             f"available for {setter['not_available_ms']} ms ({setter['profile']}); {setter['rule']}"
             + ("; it came while an isolation was running" if setter["while_isolated"] else ""),
             file=out,

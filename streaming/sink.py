@@ -55,10 +55,14 @@ def table_schema(name: str) -> pa.Schema:
 
 
 def create_tables(root: Path) -> None:
-    """Create every table (empty) so that dashboards find them from the start."""
+    """Create every table (empty) so that dashboards find them from the start; a table made by
+    an older faultline takes on the columns added since (one metadata commit, no data)."""
     for name in [*TABLES, "batches"]:
         schema = BATCHES if name == "batches" else table_schema(name)
-        DeltaTable.create(str(root / name), schema=schema, mode="ignore")
+        table = DeltaTable.create(str(root / name), schema=schema, mode="ignore")
+        have = {f.name for f in table.schema().fields}
+        if any(f.name not in have for f in schema):
+            write_deltalake(table, schema.empty_table(), mode="append", schema_mode="merge")
 
 
 def write_file(root: Path, name: str, data: pa.Table, batch_id: int, app_id: str) -> dict[str, Any]:

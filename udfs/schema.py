@@ -85,6 +85,7 @@ TABLES: dict[str, pa.Schema] = {
             ("outcome", pa.string()),
             ("phase", pa.string()),
             ("producer_id", pa.string()),
+            ("attempt", pa.int32()),
         ]
     ),
     "broker_decisions": pa.schema(

@@ -70,6 +70,7 @@ def report_rows(
             "outcome": pd.Series(outcome[row], dtype=object),
             "profile": pd.Series(profile[row], dtype=object),
             "producer_id": pd.Series(sends["producer_id"].to_numpy(object)[row], dtype=object),
+            "attempt": sends["attempt"].to_numpy(np.int64)[row],
         }
     )
 
@@ -225,6 +226,7 @@ class ScopeTables:
         self.reachable = rows["reachable"].to_numpy(bool)[fresh]
         self.outcome = rows["outcome"].to_numpy(object)[fresh]
         self.producer_id = rows["producer_id"].to_numpy(object)[fresh]
+        self.attempt = rows["attempt"].to_numpy(np.int64)[fresh]
         n = len(self.key)
         self.profile_name = np.array([profiles[k].name for k in self.key.tolist()], dtype=object)
         self.pair, pairs = pd.factorize(pd.Series(self.key + "\x1f" + self.broker, dtype=object))
@@ -320,6 +322,7 @@ class ScopeTables:
                     "outcome": pd.Series(self.outcome, dtype=object),
                     "phase": np.where(self.phase == 0, "dispatch", "result"),
                     "producer_id": pd.Series(self.producer_id, dtype=object),
+                    "attempt": self.attempt,
                 }
             ),
         )
