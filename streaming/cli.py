@@ -71,7 +71,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     code = _main(args)
-    if args.command in ("run", "replay", "state"):
+    if args.command != "simulate":
         # native threads (the JVM gateway's, delta-rs's) can abort an orderly interpreter exit
         # after the job has finished; leave at once with the job's own exit code
         sys.stdout.flush()

@@ -141,6 +141,12 @@ def broker_at(
             "cause_event_id": route[-1]["cause_event_id"],
         }
     )
+    beats = [
+        r["event_time"]
+        for r in _table(output, "heartbeats", broker_name=broker)
+        if r["cluster"] == cluster and r["event_time"] <= at
+    ]
+    answer["nameserver"]["last_heartbeat"] = max(beats, default=None)
     if answer["nameserver"]["in_route"] is False:
         answer["available"] = False
     near = sorted(
@@ -264,12 +270,14 @@ def print_broker(answer: dict[str, Any], out: TextIO) -> None:
             file=out,
         )
     ns = answer["nameserver"]
+    beat = f"last heartbeat {_iso(ns['last_heartbeat'])}"
     if ns["since"] is None:
-        print("  NameServer: in the route (never dropped by then)", file=out)
+        print(f"  NameServer: in the route (never dropped by then); {beat}", file=out)
     else:
         state = "back in the route" if ns["in_route"] else "dropped from the route"
         print(
-            f"  NameServer: {state} since {_iso(ns['since'])} (cause {ns['cause_event_id']})",
+            f"  NameServer: {state} since {_iso(ns['since'])} (cause {ns['cause_event_id']}); "
+            f"{beat}",
             file=out,
         )
     print("  decisions around it:", file=out)

@@ -144,6 +144,14 @@ TABLES: dict[str, pa.Schema] = {
             ("seen_at", pa.int64()),
         ]
     ),
+    "heartbeats": pa.schema(
+        [
+            ("cluster", pa.string()),
+            ("broker_name", pa.string()),
+            ("event_id", pa.string()),
+            ("event_time", pa.int64()),
+        ]
+    ),
     "late_events": pa.schema(
         [
             ("cluster", pa.string()),

@@ -227,3 +227,12 @@ def test_the_stored_isolations_are_named_with_their_end_and_cause() -> None:
     assert engine.isolations(step.state, "producer") == [
         engine.Isolation("p", "b", T0 + 1000 + 600_000, "s1")  # 4.9: 600 s for an exception
     ]
+
+
+def test_every_applied_heartbeat_is_a_row() -> None:
+    step = run([beat("h1", 1000, "x"), beat("h2", 2000, "y"), beat("h1", 1000, "x")], CLUSTER_5)
+    rows = table(step, "heartbeats")
+    assert sorted(zip(rows["broker_name"], rows["event_time"] - T0, strict=True)) == [
+        ("x", 1000),
+        ("y", 2000),
+    ]  # the repeated one is a duplicate

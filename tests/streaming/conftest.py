@@ -21,6 +21,7 @@ DECISION_TABLES = ("broker_decisions", "routing_decisions", "routing_table")
 OUTPUT_TABLES = (
     "fault_items",
     *DECISION_TABLES,
+    "heartbeats",
     "quarantine",
     "late_events",
     "schedule_entries",

@@ -172,6 +172,8 @@ def test_explain_names_the_send_that_isolated_a_broker_and_the_rule(
     assert answer["set_by"]["profile"] == "rocketmq-5"
     assert answer["fault_item"]["available_from"] > at
     assert any(d["decision"] == "ISOLATE" for d in answer["decisions"])
+    assert 0 <= at - answer["nameserver"]["last_heartbeat"] <= 30_000  # brokers beat every 30 s
+    assert answer["set_by"]["attempt"] is not None
     code, text, _ = _explain(
         "--output", str(reference), "--broker", broker, "--at", str(at), cwd=tmp_path
     )
@@ -179,6 +181,7 @@ def test_explain_names_the_send_that_isolated_a_broker_and_the_rule(
     assert text.startswith(f"{broker} at ") and ": NOT AVAILABLE" in text.splitlines()[0]
     assert f"set by {answer['set_by']['event_id']} from " in text
     assert "5.x extends only" in text
+    assert "NameServer: in the route (never dropped by then); last heartbeat 2026-" in text
     restore = cluster[(cluster["broker_name"] == broker) & (cluster["decision"] == "RESTORE")]
     after = int(restore.iloc[0]["effective_at"])
     code, out, _ = _explain(
@@ -220,7 +223,11 @@ def test_explain_prints_a_messages_path(reference: Path, tmp_path: Path) -> None
         ),
         (
             ("--broker", "broker-a", "--at", "2030-01-01T00:00:00"),
-            r"is after every batch of .*: they cover ",
+            r"is outside every batch of .*: they cover 2026-",
+        ),
+        (
+            ("--broker", "broker-a", "--at", "2020-01-01T00:00:00"),
+            r"is outside every batch of .*: they cover 2026-",
         ),
         (("--broker", "broker-a", "--at", "yesterday"), r"--at 'yesterday': give a time like"),
         (("--message-id", "nobody"), r"--message-id nobody: no routing decision"),
@@ -235,3 +242,25 @@ def test_explain_refuses_what_the_tables_cannot_answer(
     assert len(err.strip().splitlines()) == 1
     code, _, err = _explain("--output", str(tmp_path / "none"), *args, cwd=tmp_path)
     assert code == 2 and "no such folder" in err
+
+
+def test_a_window_older_than_the_retained_batches_is_refused(tmp_path: Path) -> None:
+    """``min_batches_to_retain: 3``: Spark keeps the logs of the last batches only."""
+    config = tmp_path / "job.yaml"
+    config.write_text("min_batches_to_retain: 3\n")
+    ran = faultline(
+        "run", "--scenario", "quick", "--config", str(config), "--output", str(tmp_path / "out"),
+        "--checkpoint", str(tmp_path / "ck"), "--max-records-per-batch", "200", cwd=tmp_path,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    code, _, err = _replay(
+        "--checkpoint", str(tmp_path / "ck"), "--output", str(tmp_path / "rep"),
+        "--from-batch", "1", cwd=tmp_path,
+    )  # fmt: skip
+    assert code == 2
+    last = err.strip().splitlines()[-1]
+    assert re.fullmatch(
+        r"faultline: the state after batch 0 is no longer in .*/ck/faultline: it keeps the state "
+        r"after batches [1-8]\.\.8 \(retain more with the key min_batches_to_retain\)",
+        last,
+    ), err

@@ -57,6 +57,19 @@ def follow(
     shard other than the lead does)."""
     view = _View(cluster, state, config, out)
     ticks = events[events["kind"].isin(["heartbeat", "route"])]
+    if out is not None:  # the NameServer's view at any instant, for incident review
+        beats = ticks[ticks["kind"] == "heartbeat"]
+        out.add(
+            "heartbeats",
+            pd.DataFrame(
+                {
+                    "cluster": cluster,
+                    "broker_name": beats["broker_name"].to_numpy(object),
+                    "event_id": beats["event_id"].to_numpy(object),
+                    "event_time": beats["event_time"].to_numpy("int64"),
+                }
+            ),
+        )
     row: Any
     for row in ticks.itertuples(index=False):  # in (event_time, event_id) order
         view.scans_until(int(row.event_time))
