@@ -204,6 +204,16 @@ def message_path(output: Path, message_id: str) -> list[dict[str, Any]]:
     """A message's attempts with their routing decisions, its delay-queue entries and where it
     went, in time order."""
     steps = []
+    for r in _table(output, "fault_items", message_id=message_id):
+        if r["scope"] == "cluster" and r["phase"] == "result":  # one per attempt
+            steps.append(
+                {
+                    "at": r["event_time"],
+                    "what": "attempt",
+                    "text": f"attempt {r['attempt']} by {r['producer_id']} to {r['broker_name']}: "
+                    f"{r['outcome']} after {r['latency_ms']} ms ({r['event_id']})",
+                }
+            )
     for r in _table(output, "routing_decisions", message_id=message_id):
         steps.append(
             {
@@ -235,9 +245,10 @@ def message_path(output: Path, message_id: str) -> list[dict[str, Any]]:
         )
     if not steps:
         raise ExplainError(
-            f"--message-id {message_id}: no routing decision, delay entry or redelivery in {output}"
+            f"--message-id {message_id}: no attempt, delay entry or redelivery in {output}"
         )
-    return sorted(steps, key=lambda s: (s["at"], s["what"]))
+    order = {"attempt": 0, "routing decision": 1, "delay queue": 2, "redelivery": 3}
+    return sorted(steps, key=lambda s: (s["at"], order[s["what"]]))
 
 
 def print_broker(answer: dict[str, Any], out: TextIO) -> None:

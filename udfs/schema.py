@@ -86,6 +86,7 @@ TABLES: dict[str, pa.Schema] = {
             ("phase", pa.string()),
             ("producer_id", pa.string()),
             ("attempt", pa.int32()),
+            ("message_id", pa.string()),
         ]
     ),
     "broker_decisions": pa.schema(

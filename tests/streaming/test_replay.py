@@ -209,8 +209,16 @@ def test_explain_prints_a_messages_path(reference: Path, tmp_path: Path) -> None
     lines = out.splitlines()
     assert lines[0] == f"message {message}:"
     kinds = [re.sub(r"^\s+\S+ \S+ ", "", x).split(":")[0] for x in lines[1:]]
-    assert kinds[0] == "routing decision" and kinds[-1] == "redelivery"
-    assert "delay queue" in kinds
+    assert kinds[0] == "attempt"
+    assert {"routing decision", "delay queue", "redelivery"} <= set(kinds)
+    # a round of attempts 0, 1, ... ends in the delay queue; the redelivery starts a new one
+    for i, kind in enumerate(kinds):
+        if kind == "delay queue":
+            assert kinds[i - 1] == "attempt" and kinds[i + 1] == "redelivery"
+        if kind == "redelivery" and i + 1 < len(kinds):
+            assert re.search(r" attempt: attempt 0 by ", lines[1 + i + 1])
+    rounds = [int(m) for m in re.findall(r" attempt: attempt (\d+) by ", out)]
+    assert rounds[:3] == [0, 1, 2]
     assert lines[1:] == sorted(lines[1:], key=lambda x: x.split()[0] + x.split()[1])
 
 
@@ -230,7 +238,7 @@ def test_explain_prints_a_messages_path(reference: Path, tmp_path: Path) -> None
             r"is outside every batch of .*: they cover 2026-",
         ),
         (("--broker", "broker-a", "--at", "yesterday"), r"--at 'yesterday': give a time like"),
-        (("--message-id", "nobody"), r"--message-id nobody: no routing decision"),
+        (("--message-id", "nobody"), r"--message-id nobody: no attempt, delay entry"),
     ],
 )
 def test_explain_refuses_what_the_tables_cannot_answer(

@@ -71,6 +71,7 @@ def report_rows(
             "profile": pd.Series(profile[row], dtype=object),
             "producer_id": pd.Series(sends["producer_id"].to_numpy(object)[row], dtype=object),
             "attempt": sends["attempt"].to_numpy(np.int64)[row],
+            "message_id": pd.Series(sends["message_id"].to_numpy(object)[row], dtype=object),
         }
     )
 
@@ -227,6 +228,7 @@ class ScopeTables:
         self.outcome = rows["outcome"].to_numpy(object)[fresh]
         self.producer_id = rows["producer_id"].to_numpy(object)[fresh]
         self.attempt = rows["attempt"].to_numpy(np.int64)[fresh]
+        self.message_id = rows["message_id"].to_numpy(object)[fresh]
         n = len(self.key)
         self.profile_name = np.array([profiles[k].name for k in self.key.tolist()], dtype=object)
         self.pair, pairs = pd.factorize(pd.Series(self.key + "\x1f" + self.broker, dtype=object))
@@ -323,6 +325,7 @@ class ScopeTables:
                     "phase": np.where(self.phase == 0, "dispatch", "result"),
                     "producer_id": pd.Series(self.producer_id, dtype=object),
                     "attempt": self.attempt,
+                    "message_id": pd.Series(self.message_id, dtype=object),
                 }
             ),
         )
