@@ -291,7 +291,7 @@ def describe(states: Mapping[tuple[Any, ...], str], batch: int, out: TextIO) -> 
         merged.setdefault(str(key[0]), []).append(engine.loads(text))
     print(f"state after batch {batch}", file=out)
     for cluster, parts in merged.items():
-        lead = parts[0]  # every shard has the clock, the routes and the heartbeats
+        lead = parts[0]  # every shard has the same clock, routes and heartbeats
         clock = lead["clock"]
         print(f"\ncluster {cluster}: clock {_iso(clock)} ({clock})", file=out)
         for scope in ("cluster", "producer"):
@@ -319,7 +319,8 @@ def describe(states: Mapping[tuple[Any, ...], str], batch: int, out: TextIO) -> 
         for broker, hb in sorted(lead["heartbeats"].items()):
             state = "dropped from the route" if hb["expired"] else "in the route"
             print(f"  heartbeat {broker}: last {_iso(hb['last'])}, {state}", file=out)
-        print(f"  producers known: {len(lead['producers'])}", file=out)  # the lead has them all
+        known = set().union(*(part["producers"] for part in parts))
+        print(f"  producers known: {len(known)}", file=out)
 
 
 def _iso(ms: int | None) -> str:
