@@ -28,10 +28,15 @@ def _table(output: Path, name: str, **equal: Any) -> list[dict[str, Any]]:
     path = output / name
     if not (path / "_delta_log").is_dir():
         raise ExplainError(f"{output}: no {name} table here (--output is a job's output folder)")
-    data = DeltaTable(str(path)).to_pyarrow_table()
-    for column, value in equal.items():
-        data = data.filter(pc.equal(data[column], value))
-    rows: list[dict[str, Any]] = data.to_pylist()
+    import pyarrow.dataset as ds
+
+    match = None
+    for column, value in equal.items():  # pushed down: only matching row groups are read
+        term = ds.field(column) == value
+        match = term if match is None else match & term
+    rows: list[dict[str, Any]] = (
+        DeltaTable(str(path)).to_pyarrow_dataset().to_table(filter=match).to_pylist()
+    )
     return rows
 
 
