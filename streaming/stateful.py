@@ -1,7 +1,9 @@
-"""The one stateful operator: ``applyInPandasWithState`` keyed by cluster. It parses the raw
+"""The one stateful operator: ``applyInPandasWithState`` keyed by cluster (with
+``stateful_shards``, by cluster and slot). Its per-key step, :func:`run_key`, parses the raw
 records (:func:`udfs.parse.parse`), calls :func:`udfs.engine.advance`, then hands each table's
-rows to the sink's file writer. What goes back to Spark is only the files' metadata and the
-counters, so rows never travel back to the JVM or to the driver."""
+rows to the sink's file writer; ``faultline replay`` runs the same step. What goes back to Spark
+is only the files' metadata and the counters, so rows never travel back to the JVM or to the
+driver."""
 
 from __future__ import annotations
 
