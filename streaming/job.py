@@ -88,12 +88,7 @@ def _spark(config: JobConfig, output: Path) -> Any:
     from pyspark.sql import SparkSession
 
     local = config.master.startswith("local")
-    if local:
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    # PySpark warns once per process that pandas 3 is new to it; results are the same (see README)
-    os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
-    warnings.filterwarnings("ignore", category=FutureWarning, module="pyspark")
+    python_env(local)
     builder = (
         SparkSession.builder.master(config.master)
         .appName("faultline")
@@ -119,6 +114,17 @@ def _spark(config: JobConfig, output: Path) -> Any:
     if bundle is not None:
         spark.sparkContext.addPyFile(str(bundle))  # executors share no Python path with us
     return spark
+
+
+def python_env(local: bool) -> None:
+    """The environment Spark's Python workers need: on a local master, this interpreter and the
+    loopback address."""
+    if local:
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # PySpark warns once per process that pandas 3 is new to it; results are the same (see README)
+    os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
+    warnings.filterwarnings("ignore", category=FutureWarning, module="pyspark")
 
 
 def _bundle(output: Path) -> Path:

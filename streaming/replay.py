@@ -330,14 +330,12 @@ def _iso(ms: int | None) -> str:
 
 
 def spark_session() -> Any:
-    import warnings
-
+    """A local session to read the state with (the state data source needs no executors)."""
     from pyspark.sql import SparkSession
 
-    os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")  # pandas 3: see README
-    warnings.filterwarnings("ignore", category=FutureWarning, module="pyspark")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from streaming.job import python_env
+
+    python_env(local=True)
     spark = (
         SparkSession.builder.master("local[1]")
         .appName("faultline-replay")
