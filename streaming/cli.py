@@ -57,6 +57,14 @@ def _parser() -> argparse.ArgumentParser:
     st = commands.add_parser("state", help="print the operator state after a batch")
     st.add_argument("--checkpoint", required=True, help="the job's checkpoint")
     st.add_argument("--batch", type=int, help="default: the last committed batch")
+    db = commands.add_parser("dashboard", help="a live web page over a job's Delta tables")
+    db.add_argument("--output", required=True, help="a job's (or a replay's) output folder")
+    db.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    db.add_argument("--port", type=int, default=8050, help="default 8050")
+    db.add_argument("--refresh", default="5s", help="how often the page reads new rows (5s)")
+    db.add_argument(
+        "--window", default="24h", help="event time shown before the latest clock (24h), or all"
+    )
     sim = commands.add_parser("simulate", help="write a scenario's events without running the job")
     sim.add_argument("--scenario", default="default", help="conf/scenarios/NAME.yaml or a path")
     sim.add_argument("--out", help="a folder for JSON-lines files")
@@ -92,6 +100,8 @@ def _main(args: argparse.Namespace) -> int:
             from streaming.explain import explain_command
 
             return explain_command(args)
+        if args.command == "dashboard":
+            return _dashboard(args)
         if args.command == "state":
             from streaming.replay import state_command
 
@@ -128,6 +138,15 @@ def _run(args: argparse.Namespace) -> int:
     }
     config = load_job_config(args.config, overrides)
     return run(config)
+
+
+def _dashboard(args: argparse.Namespace) -> int:
+    from streaming.config import duration_flag
+    from streaming.dashboard.app import serve
+
+    refresh = duration_flag("--refresh", args.refresh)
+    window = None if args.window == "all" else duration_flag("--window", args.window)
+    return serve(Path(args.output), args.host, args.port, max(refresh, 200), window)
 
 
 def _simulate(args: argparse.Namespace) -> int:

@@ -47,6 +47,15 @@ def _duration(value: Any) -> Any:
     return value
 
 
+def duration_flag(flag: str, value: str) -> int:
+    """A command-line duration (``5s``, ``500ms``, ``24h``) in ms, or a :class:`ConfigError`
+    naming the flag."""
+    try:
+        return int(_duration(value))
+    except ValueError as exc:
+        raise ConfigError(f"{flag} {value!r}: {exc}") from None
+
+
 def _epoch_ms(value: Any) -> Any:
     if isinstance(value, datetime):
         return int(value.timestamp() * 1000)

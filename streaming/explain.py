@@ -170,11 +170,20 @@ def broker_at(
     return answer
 
 
+def band(profile: str, latency_ms: int, isolation: bool) -> str:
+    """The latency band that gives an update's isolation duration under ``profile``."""
+    p = PROFILES[profile]
+    latency = p.isolation_latency if isolation else latency_ms
+    index = sum(1 for bound in p.latency_max if latency >= bound) - 1
+    text = f"latency {latency} ms >= {p.latency_max[index]} ms"
+    return text + (
+        f" (isolation: the profile's substitute latency {latency} ms)" if isolation else ""
+    )
+
+
 def _setter(row: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The update that set the isolation in force, with the rule that made its duration."""
     profile = PROFILES[row["profile"]]
-    latency = profile.isolation_latency if row["isolation"] else row["latency_ms"]
-    band = sum(1 for bound in profile.latency_max if latency >= bound) - 1
     earlier = [
         r
         for r in rows
@@ -192,12 +201,7 @@ def _setter(row: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]:
         "latency_ms": row["latency_ms"],
         "attempt": row.get("attempt"),
         "isolation": row["isolation"],
-        "band": f"latency {latency} ms >= {profile.latency_max[band]} ms"
-        + (
-            f" (isolation: the profile's substitute latency {latency} ms)"
-            if row["isolation"]
-            else ""
-        ),
+        "band": band(profile.name, row["latency_ms"], row["isolation"]),
         "not_available_ms": row["not_available_ms"],
         "profile": profile.name,
         "rule": rule,

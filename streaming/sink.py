@@ -17,12 +17,13 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.transaction import AddAction, RemoveAction
 
 from streaming import failpoints
-from udfs.schema import BATCHES, TABLES
+from udfs.schema import BATCHES, TABLE_FORMAT, TABLES, TIME_COLUMNS
 
 META = pa.schema(
     [
@@ -43,10 +44,13 @@ META = pa.schema(
         ("files_ms", pa.int64()),
         ("state_bytes", pa.int64()),
         ("task", pa.int64()),
+        ("first", pa.int64()),
+        ("last", pa.int64()),
     ]
 )
 """What a task reports to the driver: a file it wrote (``table``, ``path``, ``size``,
-``records``), or with ``table`` null, its counters and timings for one cluster."""
+``records``, and ``first`` and ``last``, the range of its event-time column), or with ``table``
+null, its counters and timings for one cluster."""
 
 
 def table_schema(name: str) -> pa.Schema:
@@ -54,12 +58,18 @@ def table_schema(name: str) -> pa.Schema:
     return TABLES[name].append(pa.field("batch_id", pa.int64()))
 
 
+DESCRIPTION = f"faultline table format {TABLE_FORMAT}"
+"""Each table's description: what wrote it, for readers that must know the layout."""
+
+
 def create_tables(root: Path) -> None:
     """Create every table (empty) so that dashboards find them from the start; a table made by
     an older faultline takes on the columns added since (one metadata commit, no data)."""
     for name in [*TABLES, "batches"]:
         schema = BATCHES if name == "batches" else table_schema(name)
-        table = DeltaTable.create(str(root / name), schema=schema, mode="ignore")
+        table = DeltaTable.create(
+            str(root / name), schema=schema, mode="ignore", description=DESCRIPTION
+        )
         have = {f.name for f in table.schema().fields}
         if any(f.name not in have for f in schema):
             write_deltalake(table, schema.empty_table(), mode="append", schema_mode="merge")
@@ -72,7 +82,15 @@ def write_file(root: Path, name: str, data: pa.Table, batch_id: int, app_id: str
     relative = f"{_prefix(app_id, batch_id)}{uuid.uuid4().hex}.parquet"
     path = root / name / relative
     pq.write_table(data, path)
-    return {"table": name, "path": relative, "size": path.stat().st_size, "records": len(data)}
+    times = pc.min_max(data[TIME_COLUMNS[name]]).as_py()
+    return {
+        "table": name,
+        "path": relative,
+        "size": path.stat().st_size,
+        "records": len(data),
+        "first": times["min"],
+        "last": times["max"],
+    }
 
 
 def _prefix(app_id: str, batch_id: int) -> str:
@@ -139,7 +157,7 @@ def commit_batch(
                 {},
                 now_ms,
                 True,
-                json.dumps({"numRecords": int(e["records"])}),
+                _stats(name, e),
             )
             for e in entries
         ]
@@ -159,7 +177,12 @@ def commit_batch(
         "slowest_task_ms": max(tasks.values(), default=0),
         "rows_written": sum(int(e["records"]) for es in files.values() for e in es),
     }
-    row = {**counts, "write_ms": write_ms, "commit_ms": int((time.time() - started) * 1000)}
+    row = {
+        **counts,
+        "write_ms": write_ms,
+        "commit_ms": int((time.time() - started) * 1000),
+        "committed_at": int(time.time() * 1000),
+    }
     batches = DeltaTable(str(root / "batches"))
     if not is_committed(batches, app_id, batch_id):
         failpoints.reach("before-commit-batches", batch_id)
@@ -172,6 +195,16 @@ def commit_batch(
         )
         failpoints.reach("after-commit-batches", batch_id)
     return {**row, "committed": committed}
+
+
+def _stats(name: str, meta: dict[str, Any]) -> str:
+    """A file's Delta statistics: its rows and its event-time range (readers skip by it)."""
+    stats: dict[str, Any] = {"numRecords": int(meta["records"])}
+    if meta.get("first") is not None:
+        column = TIME_COLUMNS[name]
+        stats["minValues"] = {column: int(meta["first"])}
+        stats["maxValues"] = {column: int(meta["last"])}
+    return json.dumps(stats)
 
 
 def read_rows(

@@ -196,6 +196,24 @@ for ``delayed_send``.
 (``schedule_queue_id`` null, ``delay_level`` 0, ``deliver_at`` = ``store_time``). A producer
 resending a failed message sets ``redelivery_count`` to ``attempt_count``."""
 
+TIME_COLUMNS = {
+    "fault_items": "event_time",
+    "broker_decisions": "effective_at",
+    "routing_decisions": "decided_at",
+    "routing_table": "effective_at",
+    "quarantine": "seen_at",
+    "heartbeats": "event_time",
+    "late_events": "event_time",
+    "schedule_entries": "store_time",
+    "redeliveries": "deliver_at",
+}
+"""Each table's event-time column (epoch ms). Every file the job writes carries its minimum and
+maximum in the Delta log, so a reader of a time range skips the other files unopened."""
+
+TABLE_FORMAT = 1
+"""The layout of the tables this faultline writes, kept in each table's description
+(``faultline table format N``): a reader refuses a format newer than its own."""
+
 BATCHES = pa.schema(
     [
         ("batch_id", pa.int64()),
@@ -215,6 +233,7 @@ BATCHES = pa.schema(
         ("files_ms", pa.int64()),
         ("state_bytes", pa.int64()),
         ("slowest_task_ms", pa.int64()),
+        ("committed_at", pa.int64()),
     ]
 )
 """One row per micro-batch, written by the sink's commit. ``input`` counts the records that
@@ -228,4 +247,5 @@ taking the records over from Spark, ``parse_ms`` parsing,
 ``engine_ms`` the state machine (with loading and saving its state) and ``files_ms`` writing the
 Parquet files. ``state_bytes`` is the size of the state written in this batch.
 ``slowest_task_ms`` is the operator's time in its busiest task (its keys' four timings summed):
-the stateful stage's share of the batch when its tasks run side by side."""
+the stateful stage's share of the batch when its tasks run side by side. ``committed_at`` is the
+wall-clock time (epoch ms) of the batch's commit: against ``clock``, how far the job is behind."""

@@ -1,0 +1,591 @@
+"""The dashboard's page: Dash lays out what :class:`~streaming.dashboard.data.Model` holds, with
+Plotly charts, and refreshes it on a timer."""
+
+from __future__ import annotations
+
+import io
+import logging
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+from dash import Dash, Input, Output, State, ctx, dcc, html, no_update
+
+from streaming import explain
+from streaming.dashboard.data import MINUTE, Model, TablesError
+
+log = logging.getLogger("faultline.dashboard")
+
+ISOLATED = "#d62728"
+OUT_OF_ROUTE = "#7f7f7f"
+FAILURE = "#ff7f0e"
+PAGE = {"fontFamily": "system-ui, sans-serif", "margin": "0 1.5em", "fontSize": "14px"}
+FIELD = {"display": "inline-block", "width": "10em"}
+CELL = {"padding": "2px 8px", "borderBottom": "1px solid #ddd", "textAlign": "left"}
+
+
+def iso(ms: Any) -> str:
+    """An event time (epoch ms) as UTC text, as ``faultline explain`` prints it."""
+    if ms is None or pd.isna(ms):
+        return "-"
+    return datetime.fromtimestamp(int(ms) / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def _utc(ms: Any) -> Any:
+    return pd.to_datetime(ms, unit="ms", utc=True)
+
+
+def table(rows: list[list[Any]], header: list[str], id_: str) -> html.Table:
+    """A plain HTML table: what a person reads, and what the browser test reads back."""
+    return html.Table(
+        [
+            html.Thead(html.Tr([html.Th(h, style=CELL) for h in header])),
+            html.Tbody([html.Tr([html.Td(str(c), style=CELL) for c in r]) for r in rows]),
+        ],
+        id=id_,
+        style={"borderCollapse": "collapse", "margin": "0.5em 0"},
+    )
+
+
+class Page:
+    """The model behind the page, refreshed by at most one request at a time."""
+
+    def __init__(self, output: Path, window_ms: int | None):
+        self.output = output
+        self.model = Model(output, window_ms)
+        self.lock = threading.Lock()
+        self.problem: str | None = None
+        self.refresh_ms = 0.0
+
+    def refresh(self) -> None:
+        with self.lock:
+            started = time.perf_counter()
+            try:
+                self.model.refresh()
+                problem = None
+            except TablesError as exc:
+                problem = str(exc)
+                self.model = Model(self.output, self.model.window_ms)  # start over once fixed
+            except Exception as exc:  # a table mid-write, a file gone: keep the last view
+                problem = f"could not read the tables of {self.output}: {exc}"
+            if problem != self.problem and problem is not None:
+                log.warning("faultline dashboard: %s", problem)
+            self.problem = problem
+            self.refresh_ms = (time.perf_counter() - started) * 1000
+
+
+def build(page: Page, refresh_ms: int) -> Dash:
+    """The Dash app: one callback refreshes the model and redraws every section."""
+    app = Dash(__name__, title="faultline", update_title="")
+    app.layout = html.Div(
+        [
+            html.Div(
+                [
+                    html.H2("faultline", style={"margin": "0.4em 1em 0.4em 0"}),
+                    dcc.Dropdown(id="cluster", clearable=False, style={"width": "18em"}),
+                    html.Span(id="status", style={"marginLeft": "1.5em", "color": "#555"}),
+                ],
+                style={"display": "flex", "alignItems": "center"},
+            ),
+            html.Div(id="problem"),
+            html.H3("Now"),
+            html.Div(id="now"),
+            html.H3("Timeline"),
+            html.Div(
+                [
+                    html.Span("Producers' own isolations: "),
+                    dcc.Dropdown(id="producers", multi=True, style={"width": "30em"}),
+                ],
+                style={"display": "flex", "alignItems": "center"},
+            ),
+            dcc.Graph(id="timeline", config={"displaylogo": False}),
+            html.Div(
+                [
+                    html.Span("Explain "),
+                    dcc.Input(
+                        id="explain-broker", placeholder="broker", debounce=True, style=FIELD
+                    ),
+                    html.Span(" at "),
+                    dcc.Input(
+                        id="explain-at",
+                        placeholder="2026-11-21 10:02:00 (UTC)",
+                        debounce=True,
+                        style={**FIELD, "width": "16em"},
+                    ),
+                    html.Span(" scope "),
+                    dcc.Input(id="explain-scope", value="cluster", debounce=True, style=FIELD),
+                    html.Button("explain", id="explain-go", style={"marginLeft": "0.5em"}),
+                    html.Span(
+                        " (or click a bar or a failure on the timeline)", style={"color": "#555"}
+                    ),
+                ]
+            ),
+            html.Pre(id="explain", style={"background": "#f6f6f6", "padding": "0.5em"}),
+            html.Div(id="windows"),
+            html.H3("Send latency and failures per minute"),
+            dcc.Graph(id="latency", config={"displaylogo": False}),
+            dcc.Graph(id="failures", config={"displaylogo": False}),
+            html.H3("Routing decisions per minute (cluster scope)"),
+            dcc.Graph(id="routing", config={"displaylogo": False}),
+            html.Div(id="retries"),
+            html.H3("Delay levels (SCHEDULE_TOPIC_XXXX)"),
+            html.Div(id="delays"),
+            dcc.Graph(id="delay-chart", config={"displaylogo": False}),
+            html.H3("Quarantine and late events"),
+            html.Div(id="rejected"),
+            html.H3("Job health"),
+            html.Div(id="health-text"),
+            dcc.Graph(id="health", config={"displaylogo": False}),
+            dcc.Interval(id="tick", interval=refresh_ms),
+        ],
+        style=PAGE,
+    )
+
+    sections = [
+        "status",
+        "problem",
+        "now",
+        "timeline",
+        "windows",
+        "latency",
+        "failures",
+        "routing",
+        "retries",
+        "delays",
+        "delay-chart",
+        "rejected",
+        "health-text",
+        "health",
+    ]
+    properties = {
+        "timeline": "figure",
+        "latency": "figure",
+        "failures": "figure",
+        "routing": "figure",
+        "delay-chart": "figure",
+        "health": "figure",
+    }
+
+    @app.callback(
+        Output("cluster", "options"),
+        Output("cluster", "value"),
+        Output("producers", "options"),
+        *[Output(s, properties.get(s, "children")) for s in sections],
+        Input("tick", "n_intervals"),
+        Input("cluster", "value"),
+        Input("producers", "value"),
+    )
+    def redraw(_: Any, cluster: str | None, producers: list[str] | None) -> list[Any]:
+        page.refresh()
+        model = page.model
+        clusters = model.clusters()
+        if cluster not in clusters:
+            cluster = clusters[0] if clusters else None
+        problem = (
+            html.Div(
+                page.problem,
+                id="problem-text",
+                style={"background": "#fde2e1", "padding": "0.6em", "border": "1px solid #d62728"},
+            )
+            if page.problem
+            else None
+        )
+        if cluster is None:
+            blank = [go.Figure() if s in properties else None for s in sections[3:]]
+            status = "no batch yet" if page.problem is None else ""
+            return [[], None, [], status, problem, _nothing(), *blank]
+        options = [{"label": p, "value": p} for p in model.producers(cluster)]
+        return [
+            [{"label": c, "value": c} for c in clusters],
+            cluster,
+            options,
+            _status(page, cluster),
+            problem,
+            _now(model, cluster),
+            _timeline(model, cluster, producers or []),
+            _windows(model, cluster, producers or []),
+            _latency(model, cluster),
+            _failures(model, cluster),
+            _routing(model, cluster),
+            _retries(model, cluster),
+            _delays(model, cluster),
+            _delay_chart(model, cluster),
+            _rejected(model, cluster),
+            _health_text(model),
+            _health(model),
+        ]
+
+    @app.callback(
+        Output("explain-broker", "value"),
+        Output("explain-at", "value"),
+        Output("explain-scope", "value"),
+        Input("timeline", "clickData"),
+        prevent_initial_call=True,
+    )
+    def clicked(click: dict[str, Any] | None) -> tuple[Any, Any, Any]:
+        if not click or not click.get("points"):
+            return no_update, no_update, no_update
+        broker, scope, at = click["points"][0]["customdata"][:3]
+        return broker, iso(at), scope
+
+    @app.callback(
+        Output("explain", "children"),
+        Input("explain-go", "n_clicks"),
+        Input("explain-broker", "value"),
+        Input("explain-at", "value"),
+        Input("explain-scope", "value"),
+        State("cluster", "value"),
+        prevent_initial_call=True,
+    )
+    def explained(_: Any, broker: str, at: str, scope: str, cluster: str | None) -> str:
+        if ctx.triggered_id != "explain-go" and not (broker and at):
+            return ""
+        if not broker or not at:
+            return "give a broker and a time"
+        try:
+            answer = explain.broker_at(
+                page.output, broker, explain.parse_time(at), cluster, scope or "cluster"
+            )
+        except explain.ExplainError as exc:
+            return str(exc)
+        out = io.StringIO()
+        explain.print_broker(answer, out)
+        return out.getvalue()
+
+    return app
+
+
+def _nothing() -> html.Div:
+    return html.Div("nothing yet: no batch has written these tables", style={"color": "#555"})
+
+
+def _status(page: Page, cluster: str) -> str:
+    model = page.model
+    clock = model.clock(cluster)
+    text = f"clock {iso(clock)} UTC"
+    if len(model.batches):
+        last = model.batches.iloc[-1]
+        text += f" · last batch {int(last['batch_id'])}"
+        if pd.notna(last["committed_at"]):
+            text += f" committed {iso(last['committed_at'])} UTC"
+    return text + f" · refreshed in {page.refresh_ms:.0f} ms"
+
+
+def _now(model: Model, cluster: str) -> Any:
+    now = model.now(cluster)
+    if now.empty:
+        return html.Div(f"No broker isolated or out of the route at {iso(model.clock(cluster))}.")
+    rows = [
+        [
+            "cluster" if r["scope"] == "cluster" else f"producer {r['scope_key']}",
+            r["broker_name"],
+            r["kind"],
+            iso(r["start"]),
+            iso(r["until"]) if r["kind"] == "isolated" else "its next heartbeat",
+            "; ".join(x for x in (r["reason"], r["band"], r["profile"]) if x),
+        ]
+        for r in now.to_dict("records")
+    ]
+    return table(rows, ["scope", "broker", "state", "since", "until", "why"], "now-table")
+
+
+def _label(row: dict[Any, Any]) -> str:
+    scope = "" if row["scope"] == "cluster" else f" · {row['scope_key']}"
+    return f"{row['broker_name']}{scope}"
+
+
+def _timeline(model: Model, cluster: str, producers: list[str]) -> go.Figure:
+    windows = model.windows(cluster, producers)
+    clock = model.clock(cluster)
+    fig = go.Figure()
+    for kind, color in (("isolated", ISOLATED), ("out of route", OUT_OF_ROUTE)):
+        w = windows[windows["kind"] == kind]
+        if w.empty:
+            continue
+        end = w["end"].fillna(max(clock or 0, 0)).astype("int64")
+        records = w.to_dict("records")
+        fig.add_trace(
+            go.Bar(
+                name=kind,
+                orientation="h",
+                y=[_label(r) for r in records],
+                base=_utc(w["start"]),
+                x=(end - w["start"]).clip(lower=200),
+                marker_color=color,
+                customdata=[
+                    [
+                        r["broker_name"],
+                        "cluster" if r["scope"] == "cluster" else f"producer:{r['scope_key']}",
+                        r["start"],
+                    ]
+                    for r in records
+                ],
+                hovertext=[
+                    f"{kind} {iso(r['start'])} - {iso(r['end'])}<br>{r['reason']}" for r in records
+                ],
+                hoverinfo="text",
+            )
+        )
+    seconds = model.fault_seconds(cluster)
+    if not seconds.empty:
+        fig.add_trace(
+            go.Scatter(
+                name="failed sends",
+                mode="markers",
+                x=_utc(seconds["second"]),
+                y=seconds["broker_name"],
+                marker={"color": FAILURE, "symbol": "x", "size": 7},
+                customdata=[
+                    [b, "cluster", t]
+                    for b, t in zip(seconds["broker_name"], seconds["second"], strict=True)
+                ],
+                hovertext=[
+                    f"{n} failed sends at {iso(t)}"
+                    for n, t in zip(seconds["failures"], seconds["second"], strict=True)
+                ],
+                hoverinfo="text",
+            )
+        )
+    brokers = model.latency(cluster)["broker_name"]
+    labels = sorted({*map(_label, windows.to_dict("records")), *brokers, *seconds["broker_name"]})
+    fig.update_layout(
+        barmode="overlay",
+        height=140 + 28 * max(len(labels), 1),
+        margin={"l": 10, "r": 10, "t": 10, "b": 30},
+        xaxis={"type": "date", "title": "event time (UTC)"},
+        yaxis={"categoryorder": "array", "categoryarray": labels[::-1]},
+        legend={"orientation": "h"},
+    )
+    return fig
+
+
+def _windows(model: Model, cluster: str, producers: list[str]) -> html.Table:
+    w = model.windows(cluster, producers)
+    rows = [
+        [
+            r["broker_name"],
+            "cluster" if r["scope"] == "cluster" else f"producer {r['scope_key']}",
+            r["kind"],
+            iso(r["start"]),
+            iso(r["end"]) if pd.notna(r["end"]) else "running",
+            "" if pd.isna(r["end"]) else f"{(r['end'] - r['start']) / 1000:.1f} s",
+            r["extends"],
+            r["reason"],
+        ]
+        for r in w.to_dict("records")
+    ]
+    header = ["broker", "scope", "window", "from", "to", "length", "extended", "first reason"]
+    return table(rows, header, "windows-table")
+
+
+def _per_broker_lines(frame: pd.DataFrame, column: str, dash_: str | None) -> list[go.Scatter]:
+    return [
+        go.Scatter(
+            name=f"{broker} {column}",
+            x=_utc(part["minute"]),
+            y=part[column],
+            mode="lines+markers",
+            line={"dash": dash_} if dash_ else {},
+        )
+        for broker, part in frame.groupby("broker_name")
+    ]
+
+
+def _latency(model: Model, cluster: str) -> go.Figure:
+    lat = model.latency(cluster)
+    fig = go.Figure([*_per_broker_lines(lat, "p50", None), *_per_broker_lines(lat, "p99", "dot")])
+    fig.update_layout(
+        height=320,
+        margin={"l": 10, "r": 10, "t": 30, "b": 30},
+        title="send latency per minute, p50 (solid) and p99 (dotted), ms",
+        yaxis={"type": "log"},
+    )
+    return fig
+
+
+def _failures(model: Model, cluster: str) -> go.Figure:
+    lat = model.latency(cluster)
+    fig = go.Figure(
+        [
+            go.Bar(name=str(broker), x=_utc(part["minute"]), y=part["failures"])
+            for broker, part in lat[lat["failures"] > 0].groupby("broker_name")
+        ]
+    )
+    fig.update_layout(
+        barmode="stack",
+        height=260,
+        margin={"l": 10, "r": 10, "t": 30, "b": 30},
+        title="failed sends per minute",
+    )
+    return fig
+
+
+def _routing(model: Model, cluster: str) -> go.Figure:
+    r = model.routing_minutes(cluster)
+    per = r.groupby(["selected_broker", "minute"], as_index=False)["decisions"].sum()
+    fig = go.Figure(
+        [
+            go.Bar(name=f"to {broker}", x=_utc(part["minute"]), y=part["decisions"])
+            for broker, part in per.groupby("selected_broker")
+        ]
+    )
+    fig.update_layout(
+        barmode="stack",
+        height=260,
+        margin={"l": 10, "r": 10, "t": 30, "b": 30},
+        title="retries per minute, by the broker the next attempt goes to",
+    )
+    return fig
+
+
+def _retries(model: Model, cluster: str) -> html.Table:
+    r = model.routing_minutes(cluster)
+    per = (
+        r.groupby(["failed_broker", "selected_broker", "rule"], as_index=False)[["decisions"]]
+        .sum()
+        .sort_values("decisions", ascending=False)
+    )
+    rows = [
+        [x["failed_broker"], x["selected_broker"], x["rule"], x["decisions"]]
+        for x in per.to_dict("records")
+    ]
+    return table(rows, ["failed on", "retried on", "rule", "decisions"], "retries-table")
+
+
+def _delays(model: Model, cluster: str) -> html.Table:
+    levels = model.delay_levels(cluster)
+    rows = [
+        [
+            "DLQ at once" if r["delay_level"] == 0 else f"level {r['delay_level']}",
+            r["scheduled"],
+            r["waiting"],
+            r["released"],
+            r["dlq"],
+        ]
+        for r in levels.to_dict("records")
+    ]
+    header = ["level", "scheduled", "waiting", "released", "to DLQ"]
+    return table(rows, header, "delay-table")
+
+
+def _delay_chart(model: Model, cluster: str) -> go.Figure:
+    d = model.delay_minutes(cluster)
+    fig = go.Figure(
+        [
+            go.Bar(name=f"level {level} {what}", x=_utc(part["minute"]), y=part["messages"])
+            for (level, what), part in d.groupby(["delay_level", "what"])
+        ]
+    )
+    fig.update_layout(
+        barmode="group",
+        height=260,
+        margin={"l": 10, "r": 10, "t": 30, "b": 30},
+        title="messages per minute into (scheduled) and out of (released, to DLQ) each level",
+    )
+    return fig
+
+
+def _rejected(model: Model, cluster: str) -> html.Div:
+    q = model.quarantined.sort_values("records", ascending=False)
+    rows = [
+        [
+            r["reason_code"],
+            r["records"],
+            " | ".join(
+                f"{e['origin']}: {e['raw']}"
+                for e in model.quarantine_examples.get(r["reason_code"], [])
+            ),
+        ]
+        for r in q.to_dict("records")
+    ]
+    late = model.late_total[model.late_total["cluster"] == cluster]
+    late_rows = [
+        [
+            r["kind"],
+            r["events"],
+            " | ".join(
+                f"{e['origin']}: event {iso(e['event_time'])} at clock {iso(e['clock'])}"
+                for e in model.late_examples.get((cluster, r["kind"]), [])
+            ),
+        ]
+        for r in late.to_dict("records")
+    ]
+    return html.Div(
+        [
+            table(rows, ["reason code", "records", "examples"], "quarantine-table")
+            if rows
+            else html.Div("No record quarantined.", id="quarantine-table"),
+            table(late_rows, ["late events", "events", "examples"], "late-table")
+            if late_rows
+            else html.Div("No late event.", id="late-table"),
+        ]
+    )
+
+
+def _health_text(model: Model) -> str:
+    b = model.batches
+    if b.empty:
+        return "no batch yet"
+    last = b.iloc[-1]
+    lag = (
+        f"; the clock is {(last['committed_at'] - last['clock']) / 1000:,.1f} s behind wall time"
+        if pd.notna(last["committed_at"]) and pd.notna(last["clock"])
+        else ""
+    )
+    return (
+        f"{len(b)} batches shown; last: batch {int(last['batch_id'])}, {int(last['input'])} "
+        f"records in {int(last['write_ms'] + last['commit_ms'])} ms{lag}"
+    )
+
+
+def _health(model: Model) -> go.Figure:
+    b = model.batches
+    fig = go.Figure(
+        [
+            go.Bar(name="records", x=b["batch_id"], y=b["input"], yaxis="y"),
+            go.Scatter(
+                name="batch duration (ms)",
+                x=b["batch_id"],
+                y=b["write_ms"] + b["commit_ms"],
+                yaxis="y2",
+                mode="lines+markers",
+            ),
+            go.Scatter(
+                name="lag: wall time - clock (s)",
+                x=b["batch_id"],
+                y=(b["committed_at"] - b["clock"]) / 1000,
+                yaxis="y3",
+                mode="lines",
+                visible="legendonly",
+            ),
+        ]
+    )
+    fig.update_layout(
+        height=280,
+        margin={"l": 10, "r": 10, "t": 30, "b": 30},
+        xaxis={"title": "batch", "type": "category"},
+        yaxis={"title": "records"},
+        yaxis2={"title": "ms", "overlaying": "y", "side": "right"},
+        yaxis3={"overlaying": "y", "side": "right", "visible": False},
+        legend={"orientation": "h"},
+    )
+    return fig
+
+
+def serve(output: Path, host: str, port: int, refresh_ms: int, window_ms: int | None) -> int:
+    """Serve the page until interrupted."""
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    page = Page(output, window_ms)
+    page.refresh()
+    app = build(page, refresh_ms)
+    print(f"faultline dashboard: http://{host}:{port}/ over {output}", flush=True)
+    app.run(host=host, port=port, debug=False)
+    return 0
+
+
+__all__ = ["MINUTE", "Page", "build", "serve"]

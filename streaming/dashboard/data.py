@@ -1,0 +1,577 @@
+"""What the dashboard shows, folded from the tables' new files at each refresh.
+
+Each table is read through a :class:`Feed`: at a refresh it loads the Delta log's new versions
+and reads only the files added since the last one, and only the columns the page needs. The
+rows are folded into per-minute rollups (sends, failures and a latency histogram per broker and
+minute; routing decisions, delay-queue traffic and late events per minute) and into the decision
+rows that bound isolation windows, so a refresh costs what the job wrote since the previous one,
+not what the tables hold. Files whose event times all fall before the window (``window_ms``
+before the latest batch's clock) are skipped unopened, by the time range the job writes into
+each file's Delta statistics. A table whose files were removed (compaction, a rewrite) is read
+again from the start.
+
+Latency percentiles come from histogram buckets (:func:`latency_bucket`), so two minutes' or two
+batches' histograms add up exactly; a percentile is exact up to 100 ms and within 1% above (the
+bucket's midpoint).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from streaming import explain
+from streaming.sink import table_schema
+from udfs.errors import FaultlineError
+from udfs.rocketmq import PROFILES
+from udfs.schema import BATCHES, TABLE_FORMAT, TIME_COLUMNS
+
+log = logging.getLogger("faultline.dashboard")
+
+MINUTE = 60_000
+EXACT = 100
+"""Latencies up to this many ms have a histogram bucket each."""
+GAMMA = 1.02
+"""Above :data:`EXACT`, the ratio between a bucket's bounds: its midpoint is within 1% of any
+latency in it."""
+EXAMPLES = 3
+"""Example records kept per quarantine reason and per late-event kind."""
+BATCH_ROWS = 2_000
+"""The most recent batches the job-health panel keeps."""
+RETURNED = ("SEND_OK", "FLUSH_DISK_TIMEOUT", "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE")
+"""Outcomes where the broker answered: any other is a failed send."""
+_FORMAT = re.compile(r"faultline table format (\d+)")
+_REASON = re.compile(r"after (\d+) ms( \(isolation\))?")
+
+COLUMNS = {
+    "fault_items": ["scope", "cluster", "broker_name", "event_time", "latency_ms", "outcome"],
+    "broker_decisions": [
+        "scope",
+        "scope_key",
+        "cluster",
+        "broker_name",
+        "decision",
+        "effective_at",
+        "available_from",
+        "reason",
+        "cause_event_id",
+        "profile",
+    ],
+    "routing_decisions": [
+        "cluster",
+        "scope",
+        "decided_at",
+        "failed_broker",
+        "selected_broker",
+        "rule",
+    ],
+    "heartbeats": ["cluster", "event_time"],
+    "schedule_entries": ["cluster", "delay_level", "store_time"],
+    "redeliveries": ["cluster", "delay_level", "deliver_at", "dlq"],
+    "quarantine": ["reason_code", "reason", "raw", "origin", "seen_at"],
+    "late_events": ["cluster", "kind", "event_time", "clock", "raw", "origin"],
+    "batches": list(BATCHES.names),
+}
+"""The tables the page reads and, of each, the columns it needs."""
+WINDOWED = ("fault_items", "broker_decisions", "routing_decisions", "heartbeats")
+"""Tables read only within the window; the others are counted over their whole life."""
+
+
+class TablesError(FaultlineError):
+    """The folder holds no faultline tables this version can read; the message says why."""
+
+
+def check_output(output: Path) -> None:
+    """Raise :class:`TablesError` unless ``output`` holds every table, in a format this reads."""
+    names = list(COLUMNS)
+    missing = [n for n in names if not (output / n / "_delta_log").is_dir()]
+    if len(missing) == len(names):
+        raise TablesError(
+            f"{output}: no faultline tables here (expected {', '.join(names)}). Give the "
+            "--output folder of a faultline job, or start the job first: the tables appear "
+            "when it starts"
+        )
+    if missing:
+        raise TablesError(
+            f"{output}: tables missing: {', '.join(missing)}. Is this a faultline job's "
+            "--output folder, made by this version?"
+        )
+    from deltalake import DeltaTable
+
+    for name in names:
+        description = DeltaTable(str(output / name)).metadata().description or ""
+        match = _FORMAT.search(description)
+        if match and int(match.group(1)) > TABLE_FORMAT:
+            raise TablesError(
+                f"{output / name} was written by a newer faultline (table format "
+                f"{match.group(1)}; this one reads format {TABLE_FORMAT} and older): upgrade "
+                "faultline to see it"
+            )
+
+
+class Feed:
+    """One table's rows added since the previous :meth:`poll`, read by Delta version."""
+
+    def __init__(self, path: Path, schema: pa.Schema, columns: list[str], time: str | None):
+        self.path = path
+        self.schema = schema
+        self.columns = columns
+        self.time = time
+        self.table: Any = None
+        self.version = -1
+        self.seen: set[str] = set()
+        self.reads = 0
+        """Files read so far (the benchmark and tests look at it)."""
+
+    def poll(self, since: int | None) -> tuple[bool, pa.Table | None]:
+        """``(removed, rows)``: whether files read before are gone from the table (then the
+        rows are the whole table again), and the rows of the new files, or None. With ``since``,
+        files whose event times all fall before it are skipped."""
+        from deltalake import DeltaTable
+
+        if self.table is None:
+            self.table = DeltaTable(str(self.path))
+        else:
+            self.table.update_incremental()
+        version = self.table.version()
+        if version == self.version:
+            return False, None
+        self.version = version
+        actions = pa.table(self.table.get_add_actions(flatten=True))
+        paths = actions["path"].to_pylist()
+        removed = bool(self.seen.difference(paths))
+        if removed:
+            self.seen = set()
+        fresh = np.array([p not in self.seen for p in paths], dtype=bool)
+        self.seen.update(paths)
+        wanted = fresh
+        last = f"max.{self.time}"
+        if since is not None and self.time is not None and last in actions.column_names:
+            ends = actions[last].to_numpy(zero_copy_only=False)
+            wanted = fresh & ~(ends < since)  # a file without statistics is read
+        chosen = [str(self.path / p) for p, keep in zip(paths, wanted, strict=True) if keep]
+        if not chosen:
+            return removed, None
+        self.reads += len(chosen)
+        dataset = ds.dataset(chosen, schema=self.schema, format="parquet")
+        return removed, dataset.to_table(columns=self.columns)
+
+
+def latency_bucket(latency_ms: np.ndarray) -> np.ndarray:
+    """The histogram bucket of each latency: the latency itself up to :data:`EXACT` ms, then
+    log-spaced, ``EXACT + ceil(log_GAMMA(ms / EXACT))``."""
+    ms = np.clip(np.asarray(latency_ms, dtype=np.float64), 0.0, None)
+    above = ms > EXACT
+    out = np.rint(ms).astype(np.int64)
+    out[above] = EXACT + np.ceil(np.log(ms[above] / EXACT) / math.log(GAMMA)).astype(np.int64)
+    return out
+
+
+def bucket_value(bucket: np.ndarray) -> np.ndarray:
+    """A bucket's latency: itself up to :data:`EXACT`, then the midpoint of its range
+    ``(EXACT * GAMMA**(i-1), EXACT * GAMMA**i]`` (``i = bucket - EXACT``), within 1% of any
+    value in it."""
+    b = np.asarray(bucket, dtype=np.float64)
+    log_spaced = EXACT * 2 * np.power(GAMMA, b - EXACT) / (1 + GAMMA)
+    return np.where(b > EXACT, log_spaced, b)
+
+
+def percentiles(hist: pd.DataFrame, keys: list[str], qs: Iterable[float]) -> pd.DataFrame:
+    """Per group of ``keys``, the nearest-rank percentile ``q`` of a histogram given as rows of
+    ``keys`` + ``bucket`` + ``sends``; columns ``p<100q>`` (e.g. ``p50``, ``p99``)."""
+    hist = hist[hist["sends"] > 0].sort_values([*keys, "bucket"])
+    groups = hist.groupby(keys, sort=False)["sends"]
+    cumulative = groups.cumsum().to_numpy()
+    total = groups.transform("sum").to_numpy()
+    out = hist[keys].drop_duplicates().set_index(keys)
+    for q in qs:
+        reached = hist[cumulative >= np.ceil(q * total)]
+        first = reached.groupby(keys, sort=False)["bucket"].first()
+        out[f"p{round(q * 100)}"] = (
+            np.round(bucket_value(first.to_numpy()), 1) if len(first) else []
+        )
+    return out.reset_index()
+
+
+class MinuteStore:
+    """Sums per key and minute, kept per minute so that a refresh regroups only the minutes its
+    rows touch; minutes before the window are dropped."""
+
+    def __init__(self, keys: list[str], values: list[str]):
+        self.keys = keys
+        self.values = values
+        self.minutes: dict[int, pd.DataFrame] = {}
+
+    def add(self, frame: pd.DataFrame) -> set[int]:
+        """Fold rows of ``keys`` + ``minute`` + ``values`` in; returns the minutes touched."""
+        touched = set()
+        for minute, part in frame.groupby("minute", sort=False):
+            m = int(minute)  # type: ignore[arg-type]
+            old = self.minutes.get(m)
+            both = part if old is None else pd.concat([old, part], ignore_index=True)
+            self.minutes[m] = both.groupby(self.keys, as_index=False)[self.values].sum()
+            self.minutes[m]["minute"] = m
+            touched.add(m)
+        return touched
+
+    def drop_before(self, since: int) -> None:
+        for m in [m for m in self.minutes if m + MINUTE <= since]:
+            del self.minutes[m]
+
+    def frame(self) -> pd.DataFrame:
+        if not self.minutes:
+            return pd.DataFrame(columns=[*self.keys, "minute", *self.values])
+        return pd.concat(self.minutes.values(), ignore_index=True)
+
+
+def _minute(times: Any) -> np.ndarray:
+    t = np.asarray(times, dtype=np.int64)
+    return t - t % MINUTE
+
+
+@dataclass
+class Model:
+    """Everything the page shows, kept up to date by :meth:`refresh`."""
+
+    output: Path
+    window_ms: int | None = 24 * 3_600_000
+    """How much event time before the latest clock the page reads (None: everything)."""
+    feeds: dict[str, Feed] = field(default_factory=dict)
+    since: int | None = None
+    refreshed: int = 0
+
+    def __post_init__(self) -> None:
+        self._start()
+
+    def _start(self) -> None:
+        self.feeds = {
+            name: Feed(
+                self.output / name,
+                BATCHES if name == "batches" else table_schema(name),
+                columns,
+                TIME_COLUMNS.get(name) if name in WINDOWED else None,
+            )
+            for name, columns in COLUMNS.items()
+        }
+        self.since = None
+        self.sends = MinuteStore(["cluster", "broker_name", "bucket"], ["sends", "failures"])
+        self.summary: dict[int, pd.DataFrame] = {}
+        self.failures = MinuteStore(["cluster", "broker_name", "second"], ["failures"])
+        self.routing = MinuteStore(
+            ["cluster", "scope", "failed_broker", "selected_broker", "rule"], ["decisions"]
+        )
+        self.scheduled = MinuteStore(["cluster", "delay_level"], ["messages"])
+        self.released = MinuteStore(["cluster", "delay_level", "dlq"], ["messages"])
+        self.late = MinuteStore(["cluster", "kind"], ["events"])
+        self.levels = pd.DataFrame(columns=["cluster", "delay_level", "what", "messages"])
+        self.decisions = pd.DataFrame(columns=[*COLUMNS["broker_decisions"], "extends"])
+        self.clocks: dict[str, int] = {}
+        self.quarantined = pd.DataFrame(columns=["reason_code", "records"])
+        self.quarantine_examples: dict[str, list[dict[str, Any]]] = {}
+        self.late_total = pd.DataFrame(columns=["cluster", "kind", "events"])
+        self.late_examples: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self.batches = pd.DataFrame(columns=COLUMNS["batches"])
+
+    def refresh(self) -> None:
+        """Read what the tables got since the last refresh. Raises :class:`TablesError` when
+        the folder is not (or no longer) a readable faultline output."""
+        if self.refreshed == 0:
+            check_output(self.output)
+        removed, rows = self.feeds["batches"].poll(None)
+        if removed:
+            self._start()
+            return self.refresh()
+        if rows is not None:
+            self._fold_batches(rows)
+        if self.window_ms is not None and len(self.batches):
+            clock = self.batches["clock"].max()
+            if pd.notna(clock):
+                self.since = int(clock) - self.window_ms
+        for name in COLUMNS:
+            if name == "batches":
+                continue
+            removed, rows = self.feeds[name].poll(self.since)
+            if removed:
+                log.info("%s: files were removed (compaction?): reading it again", name)
+                self._start()
+                return self.refresh()
+            if rows is not None and len(rows):
+                getattr(self, f"_fold_{name}")(rows)
+        if self.since is not None:
+            for store in (self.sends, self.failures, self.routing, self.scheduled, self.released):
+                store.drop_before(self.since)
+            self.summary = {m: s for m, s in self.summary.items() if m + MINUTE > self.since}
+        self.refreshed += 1
+        return None
+
+    # -- folding each table's new rows ----------------------------------------------------
+
+    def _fold_batches(self, rows: pa.Table) -> None:
+        new = rows.to_pandas()
+        both = pd.concat([self.batches, new], ignore_index=True) if len(self.batches) else new
+        self.batches = both.sort_values("batch_id").tail(BATCH_ROWS).reset_index(drop=True)
+
+    def _clock(self, clusters: pa.Array, times: pa.Array) -> None:
+        if not len(clusters):
+            return
+        maxima = pa.table({"c": clusters, "t": times}).group_by("c").aggregate([("t", "max")])
+        for c, t in zip(maxima["c"].to_pylist(), maxima["t_max"].to_pylist(), strict=True):
+            if c is not None and t is not None:
+                self.clocks[c] = max(self.clocks.get(c, t), t)
+
+    def _fold_fault_items(self, rows: pa.Table) -> None:
+        self._clock(rows["cluster"], rows["event_time"])
+        sends = rows.filter(pc.equal(rows["scope"], "cluster"))  # one row per send result
+        if not len(sends):
+            return
+        times = sends["event_time"].to_numpy()
+        failed = ~pc.is_in(sends["outcome"], value_set=pa.array(RETURNED)).to_numpy(
+            zero_copy_only=False
+        )
+        keyed = pa.table(
+            {
+                "cluster": sends["cluster"],
+                "broker_name": sends["broker_name"],
+                "minute": _minute(times),
+                "bucket": latency_bucket(sends["latency_ms"].to_numpy(zero_copy_only=False)),
+                "sends": np.ones(len(times), dtype=np.int64),
+                "failures": failed.astype(np.int64),
+            }
+        )
+        grouped = keyed.group_by(["cluster", "broker_name", "minute", "bucket"]).aggregate(
+            [("sends", "sum"), ("failures", "sum")]
+        )
+        frame = grouped.to_pandas().rename(
+            columns={"sends_sum": "sends", "failures_sum": "failures"}
+        )
+        for m in self.sends.add(frame):
+            hist = self.sends.minutes[m]
+            keys = ["cluster", "broker_name"]
+            totals = hist.groupby(keys, as_index=False)[["sends", "failures"]].sum()
+            self.summary[m] = totals.merge(percentiles(hist, keys, (0.5, 0.99)), on=keys)
+            self.summary[m]["minute"] = m
+        if failed.any():
+            seconds = (
+                pa.table(
+                    {
+                        "cluster": sends["cluster"].filter(failed),
+                        "broker_name": sends["broker_name"].filter(failed),
+                        "second": times[failed] - times[failed] % 1000,
+                        "failures": np.ones(int(failed.sum()), dtype=np.int64),
+                    }
+                )
+                .group_by(["cluster", "broker_name", "second"])
+                .aggregate([("failures", "sum")])
+            )
+            per_second = seconds.to_pandas().rename(columns={"failures_sum": "failures"})
+            per_second["minute"] = _minute(per_second["second"])
+            self.failures.add(per_second)
+
+    def _fold_broker_decisions(self, rows: pa.Table) -> None:
+        self._clock(rows["cluster"], rows["effective_at"])
+        new = rows.to_pandas()
+        new["extends"] = (new["decision"] == "EXTEND").astype("int64")
+        both = pd.concat([self.decisions, new], ignore_index=True) if len(self.decisions) else new
+        extend = both["decision"] == "EXTEND"
+        keys = ["cluster", "scope", "scope_key", "broker_name"]
+        extends = both[extend].assign(minute=_minute(both.loc[extend, "effective_at"]))
+        extends = extends.sort_values("effective_at")
+        last = extends.groupby([*keys, "minute"], sort=False).tail(1).drop(columns="extends")
+        counts = extends.groupby([*keys, "minute"], as_index=False)["extends"].sum()
+        compact = last.merge(counts, on=[*keys, "minute"]).drop(columns="minute")
+        self.decisions = pd.concat([both[~extend], compact], ignore_index=True)
+
+    def _fold_routing_decisions(self, rows: pa.Table) -> None:
+        frame = rows.to_pandas()
+        frame["minute"] = _minute(frame["decided_at"])
+        frame["decisions"] = 1
+        frame = frame.fillna({"failed_broker": "-", "selected_broker": "-", "rule": "-"})
+        self.routing.add(frame)
+
+    def _fold_heartbeats(self, rows: pa.Table) -> None:
+        self._clock(rows["cluster"], rows["event_time"])
+
+    def _fold_schedule_entries(self, rows: pa.Table) -> None:
+        frame = rows.to_pandas()
+        frame["minute"] = _minute(frame["store_time"])
+        frame["messages"] = 1
+        self.scheduled.add(frame)
+        self._count_levels(frame.assign(what="scheduled"))
+
+    def _fold_redeliveries(self, rows: pa.Table) -> None:
+        frame = rows.to_pandas()
+        frame["minute"] = _minute(frame["deliver_at"])
+        frame["messages"] = 1
+        self.released.add(frame)
+        self._count_levels(frame.assign(what=np.where(frame["dlq"], "dlq", "released")))
+
+    def _count_levels(self, frame: pd.DataFrame) -> None:
+        keys = ["cluster", "delay_level", "what"]
+        new = frame.groupby(keys, as_index=False)[["messages"]].sum()
+        both = pd.concat([self.levels, new], ignore_index=True) if len(self.levels) else new
+        self.levels = both.groupby(keys, as_index=False)[["messages"]].sum()
+
+    def _fold_quarantine(self, rows: pa.Table) -> None:
+        frame = rows.to_pandas()
+        new = (
+            frame.groupby("reason_code", as_index=False).size().rename(columns={"size": "records"})
+        )
+        both = pd.concat([self.quarantined, new], ignore_index=True)
+        self.quarantined = both.groupby("reason_code", as_index=False)[["records"]].sum()
+        for code, part in frame.groupby("reason_code"):
+            kept = self.quarantine_examples.setdefault(str(code), [])
+            kept.extend(_examples(part, EXAMPLES - len(kept)))
+
+    def _fold_late_events(self, rows: pa.Table) -> None:
+        frame = rows.to_pandas()
+        frame["minute"] = _minute(frame["event_time"])
+        frame["events"] = 1
+        self.late.add(frame)
+        new = frame.groupby(["cluster", "kind"], as_index=False)[["events"]].sum()
+        both = pd.concat([self.late_total, new], ignore_index=True)
+        self.late_total = both.groupby(["cluster", "kind"], as_index=False)[["events"]].sum()
+        for (cluster, kind), part in frame.groupby(["cluster", "kind"]):
+            kept = self.late_examples.setdefault((str(cluster), str(kind)), [])
+            kept.extend(_examples(part, EXAMPLES - len(kept)))
+
+    # -- what the page asks ----------------------------------------------------------------
+
+    def clusters(self) -> list[str]:
+        return sorted(self.clocks)
+
+    def clock(self, cluster: str) -> int | None:
+        return self.clocks.get(cluster)
+
+    def producers(self, cluster: str) -> list[str]:
+        d = self.decisions
+        mine = d[(d["cluster"] == cluster) & (d["scope"] == "producer")]
+        return sorted(mine["scope_key"].dropna().unique().tolist())
+
+    def windows(self, cluster: str, producers: Iterable[str] = ()) -> pd.DataFrame:
+        """Isolation windows of the cluster scope (and of ``producers``' own scopes) and the
+        windows each broker spent out of the route: ``scope``, ``scope_key``, ``broker_name``,
+        ``kind`` (isolated | out of route), ``start``, ``end`` (None: still running), ``until``
+        (the latest ``available_from``), ``reason``, ``band``, ``profile``, ``extends``."""
+        d = self.decisions
+        wanted = set(producers)
+        mine = d[
+            (d["cluster"] == cluster)
+            & d["broker_name"].notna()
+            & ((d["scope"] == "cluster") | d["scope_key"].isin(wanted))
+        ]
+        order = {"ISOLATE": 0, "EXTEND": 1, "SHORTEN": 1, "RESTORE": 2}
+        mine = mine.assign(rank=mine["decision"].map(order).fillna(0)).sort_values(
+            ["scope", "scope_key", "broker_name", "effective_at", "rank"]
+        )
+        out: list[dict[str, Any]] = []
+        running: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+        for r in mine.to_dict("records"):
+            route = r["decision"].startswith("ROUTE")
+            key = (r["scope"], r["scope_key"], r["broker_name"], "route" if route else "iso")
+            if r["decision"] in ("ISOLATE", "ROUTE_EXPIRED"):
+                running[key] = {
+                    "scope": r["scope"],
+                    "scope_key": r["scope_key"],
+                    "broker_name": r["broker_name"],
+                    "kind": "out of route" if route else "isolated",
+                    "start": int(r["effective_at"]),
+                    "end": None,
+                    "until": int(r["available_from"]),
+                    "reason": r["reason"],
+                    "band": band(r["profile"], r["reason"]) if not route else "",
+                    "profile": r["profile"],
+                    "cause_event_id": r["cause_event_id"],
+                    "extends": 0,
+                }
+            elif key in running and r["decision"] in ("EXTEND", "SHORTEN"):
+                running[key]["until"] = int(r["available_from"])
+                running[key]["extends"] += int(r["extends"] or 0)
+            elif key in running:  # RESTORE, ROUTE_RESTORED
+                window = running.pop(key)
+                window["end"] = int(r["effective_at"])
+                out.append(window)
+        out.extend(running.values())
+        columns = ["scope", "scope_key", "broker_name", "kind", "start", "end", "until"]
+        frame = pd.DataFrame(out, columns=[*columns, "reason", "band", "profile", "extends"])
+        return frame.sort_values(["broker_name", "start"], ignore_index=True)
+
+    def now(self, cluster: str) -> pd.DataFrame:
+        """The windows still running at the cluster's clock."""
+        w = self.windows(cluster, self.producers(cluster))
+        return w[w["end"].isna()].reset_index(drop=True)
+
+    def latency(self, cluster: str) -> pd.DataFrame:
+        """Per broker and minute: ``sends``, ``failures``, ``p50``, ``p99`` (ms)."""
+        if not self.summary:
+            return pd.DataFrame(
+                columns=["broker_name", "minute", "sends", "failures", "p50", "p99"]
+            )
+        all_ = pd.concat(self.summary.values(), ignore_index=True)
+        mine = all_[all_["cluster"] == cluster].drop(columns="cluster")
+        return mine.sort_values(["broker_name", "minute"], ignore_index=True)
+
+    def fault_seconds(self, cluster: str) -> pd.DataFrame:
+        f = self.failures.frame()
+        return f[f["cluster"] == cluster].sort_values("second", ignore_index=True)
+
+    def routing_minutes(self, cluster: str, scope: str = "cluster") -> pd.DataFrame:
+        r = self.routing.frame()
+        return r[(r["cluster"] == cluster) & (r["scope"] == scope)].reset_index(drop=True)
+
+    def delay_levels(self, cluster: str) -> pd.DataFrame:
+        """Per level, over the tables' whole life: scheduled, released, to the DLQ, waiting;
+        level 0 counts the messages that went to the DLQ at once."""
+        lv = self.levels[self.levels["cluster"] == cluster]
+        counts = lv.pivot_table(
+            index="delay_level", columns="what", values="messages", aggfunc="sum", fill_value=0
+        )
+        counts = counts.reindex(columns=["scheduled", "released", "dlq"], fill_value=0)
+        counts = counts.astype("int64")
+        counts["waiting"] = (
+            counts["scheduled"] - counts["released"] - counts["dlq"].where(counts.index > 0, 0)
+        )
+        return counts.sort_index().rename_axis("delay_level").reset_index()
+
+    def delay_minutes(self, cluster: str) -> pd.DataFrame:
+        """Per level and minute: messages ``scheduled``, ``released`` and to the ``dlq``."""
+        s = self.scheduled.frame()
+        s = s[s["cluster"] == cluster].assign(what="scheduled")
+        r = self.released.frame()
+        r = r[r["cluster"] == cluster]
+        r = r.assign(what=np.where(r["dlq"].astype(bool), "dlq", "released"))
+        both = pd.concat([s, r], ignore_index=True)
+        return both.groupby(["delay_level", "minute", "what"], as_index=False)[["messages"]].sum()
+
+    def late_minutes(self, cluster: str) -> pd.DataFrame:
+        f = self.late.frame()
+        return f[f["cluster"] == cluster].reset_index(drop=True)
+
+
+def band(profile: str | None, reason: str | None) -> str:
+    """The latency band of an isolation, from its decision's reason (``OUTCOME after N ms
+    (isolation): ...``), as ``faultline explain`` words it."""
+    match = _REASON.search(reason or "")
+    if profile is None or profile not in PROFILES or not match:
+        return ""
+    return explain.band(profile, int(match.group(1)), bool(match.group(2)))
+
+
+def _examples(part: pd.DataFrame, n: int) -> list[dict[str, Any]]:
+    if n <= 0:
+        return []
+    rows = cast(list[dict[str, Any]], part.head(n).to_dict("records"))
+    for r in rows:
+        if isinstance(r.get("raw"), str) and len(r["raw"]) > 300:
+            r["raw"] = r["raw"][:300] + "..."
+    return rows
