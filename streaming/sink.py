@@ -23,7 +23,7 @@ from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.transaction import AddAction, RemoveAction
 
 from streaming import failpoints
-from udfs.schema import BATCHES, TABLE_FORMAT, TABLES, TIME_COLUMNS
+from udfs.schema import BATCHES, TABLE_FORMAT, TABLES
 
 META = pa.schema(
     [
@@ -44,13 +44,12 @@ META = pa.schema(
         ("files_ms", pa.int64()),
         ("state_bytes", pa.int64()),
         ("task", pa.int64()),
-        ("first", pa.int64()),
-        ("last", pa.int64()),
+        ("stats", pa.string()),
     ]
 )
 """What a task reports to the driver: a file it wrote (``table``, ``path``, ``size``,
-``records``, and ``first`` and ``last``, the range of its event-time column), or with ``table``
-null, its counters and timings for one cluster."""
+``records``, ``stats``: its Delta statistics), or with ``table`` null, its counters and timings
+for one cluster."""
 
 
 def table_schema(name: str) -> pa.Schema:
@@ -82,15 +81,44 @@ def write_file(root: Path, name: str, data: pa.Table, batch_id: int, app_id: str
     relative = f"{_prefix(app_id, batch_id)}{uuid.uuid4().hex}.parquet"
     path = root / name / relative
     pq.write_table(data, path)
-    times = pc.min_max(data[TIME_COLUMNS[name]]).as_py()
     return {
         "table": name,
         "path": relative,
         "size": path.stat().st_size,
         "records": len(data),
-        "first": times["min"],
-        "last": times["max"],
+        "stats": file_stats(data),
     }
+
+
+def file_stats(data: pa.Table) -> str:
+    """A file's Delta statistics, as delta-rs's own writer makes them: rows, and per column of a
+    plain type its nulls, minimum and maximum. Readers skip files by them (a time range in the
+    dashboard, a broker or a message id in ``faultline explain``); a column left out would read
+    as "no value here" to delta-rs, which would then skip every file for a filter on it."""
+    low: dict[str, Any] = {}
+    high: dict[str, Any] = {}
+    nulls: dict[str, int] = {}
+    for column in data.column_names:
+        values = data[column]
+        nulls[column] = values.null_count
+        kind = values.type
+        if pa.types.is_integer(kind) or pa.types.is_boolean(kind) or pa.types.is_string(kind):
+            bounds = pc.min_max(values).as_py()
+            if bounds["min"] is not None:
+                low[column], high[column] = _bound(bounds["min"], 0), _bound(bounds["max"], 1)
+    stats = {"numRecords": len(data), "minValues": low, "maxValues": high, "nullCount": nulls}
+    return json.dumps(stats)
+
+
+def _bound(value: Any, upper: int) -> Any:
+    """A long text's bound by its first :data:`STAT_CHARS` characters: the prefix is still a
+    lower bound, and the prefix followed by the largest character an upper one."""
+    if isinstance(value, str) and len(value) > STAT_CHARS:
+        return value[:STAT_CHARS] + ("\U0010ffff" if upper else "")
+    return value
+
+
+STAT_CHARS = 64
 
 
 def _prefix(app_id: str, batch_id: int) -> str:
@@ -157,7 +185,7 @@ def commit_batch(
                 {},
                 now_ms,
                 True,
-                _stats(name, e),
+                e["stats"],
             )
             for e in entries
         ]
@@ -195,16 +223,6 @@ def commit_batch(
         )
         failpoints.reach("after-commit-batches", batch_id)
     return {**row, "committed": committed}
-
-
-def _stats(name: str, meta: dict[str, Any]) -> str:
-    """A file's Delta statistics: its rows and its event-time range (readers skip by it)."""
-    stats: dict[str, Any] = {"numRecords": int(meta["records"])}
-    if meta.get("first") is not None:
-        column = TIME_COLUMNS[name]
-        stats["minValues"] = {column: int(meta["first"])}
-        stats["maxValues"] = {column: int(meta["last"])}
-    return json.dumps(stats)
 
 
 def read_rows(

@@ -1,0 +1,252 @@
+"""The dashboard's data layer on real Delta tables, without Spark or a browser: what it reads at
+each refresh, and that its rollups equal the tables' own rows."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from streaming.dashboard import data
+from streaming.dashboard.data import MINUTE, Model, TablesError, check_output
+from streaming.job import delay_queues, isolation_windows
+from streaming.sink import create_tables, table_schema
+from udfs.schema import BATCHES
+
+T0 = 1_795_255_200_000  # 2026-11-21 10:00:00 UTC
+CLUSTER = "C1"
+
+
+def _append(out: Path, name: str, rows: list[dict[str, Any]], batch_id: int) -> None:
+    schema = BATCHES if name == "batches" else table_schema(name)
+    rows = rows if name == "batches" else [{**r, "batch_id": batch_id} for r in rows]
+    full = [{f: r.get(f) for f in schema.names} for r in rows]
+    write_deltalake(str(out / name), pa.Table.from_pylist(full, schema=schema), mode="append")
+
+
+def _send(
+    t: int, broker: str, latency: int, outcome: str = "SEND_OK", n: int = 0
+) -> dict[str, Any]:
+    return {
+        "scope": "cluster",
+        "scope_key": CLUSTER,
+        "cluster": CLUSTER,
+        "broker_name": broker,
+        "event_id": f"e-{t}-{broker}-{n}",
+        "event_time": t,
+        "latency_ms": latency,
+        "outcome": outcome,
+        "phase": "result",
+    }
+
+
+def _decision(t: int, broker: str, decision: str, until: int, reason: str = "") -> dict[str, Any]:
+    return {
+        "scope": "cluster",
+        "scope_key": CLUSTER,
+        "cluster": CLUSTER,
+        "broker_name": broker,
+        "decision": decision,
+        "effective_at": t,
+        "available_from": until,
+        "reason": reason,
+        "cause_event_id": f"e-{t}",
+        "profile": "rocketmq-5",
+    }
+
+
+def _batch(batch_id: int, clock: int) -> dict[str, Any]:
+    return {"batch_id": batch_id, "input": 1, "clock": clock, "write_ms": 5, "commit_ms": 1}
+
+
+@pytest.fixture
+def out(tmp_path: Path) -> Path:
+    create_tables(tmp_path)
+    return tmp_path
+
+
+def test_percentiles_per_minute_match_the_exact_ones(out: Path) -> None:
+    rng = np.random.default_rng(7)
+    latencies = np.concatenate([rng.integers(1, 60, 900), rng.integers(400, 4_000, 100)])
+    rows = [
+        _send(T0 + int(i) * 50, "b-1", int(v), "SEND_OK" if v < 3_000 else "REMOTING_EXCEPTION")
+        for i, v in enumerate(latencies)
+    ]
+    _append(out, "fault_items", rows, 0)
+    _append(out, "batches", [_batch(0, rows[-1]["event_time"])], 0)
+    model = Model(out)
+    model.refresh()
+    lat = model.latency(CLUSTER)
+    frame = pd.DataFrame(rows)
+    frame["minute"] = frame["event_time"] // MINUTE * MINUTE
+    for minute, part in frame.groupby("minute"):
+        got = lat[lat["minute"] == minute].iloc[0]
+        values = part["latency_ms"].to_numpy()
+        assert got["sends"] == len(values)
+        assert got["failures"] == int((part["outcome"] != "SEND_OK").sum())
+        for q in (0.5, 0.99):
+            exact = float(np.percentile(values, q * 100, method="inverted_cdf"))
+            shown = got[f"p{round(q * 100)}"]
+            if exact <= data.EXACT:
+                assert shown == exact
+            else:
+                assert abs(shown - exact) <= 0.01 * exact + 0.05, (q, shown, exact)
+
+
+def test_a_refresh_reads_only_the_new_files_and_adds_up_to_a_fresh_read(out: Path) -> None:
+    rng = random.Random(3)
+    model = Model(out)
+    for batch in range(6):
+        start = T0 + batch * 40_000
+        rows = [
+            _send(start + i * 100, f"b-{rng.randint(1, 3)}", rng.randint(1, 900), n=batch)
+            for i in range(400)
+        ]
+        _append(out, "fault_items", rows, batch)
+        _append(out, "batches", [_batch(batch, start + 39_900)], batch)
+        before = model.feeds["fault_items"].reads
+        model.refresh()
+        assert model.feeds["fault_items"].reads == before + 1  # the batch's file, nothing older
+    model.refresh()  # nothing new: nothing read
+    assert model.feeds["fault_items"].reads == 6
+    fresh = Model(out)
+    fresh.refresh()
+    pd.testing.assert_frame_equal(model.latency(CLUSTER), fresh.latency(CLUSTER))
+    # minutes that straddle two batches add up exactly
+    assert model.latency(CLUSTER)["sends"].sum() == 2_400
+
+
+def test_compaction_makes_it_read_the_table_again_with_the_same_result(out: Path) -> None:
+    for batch in range(3):
+        rows = [_send(T0 + batch * 30_000 + i, "b-1", 10 + i) for i in range(50)]
+        _append(out, "fault_items", rows, batch)
+        _append(out, "batches", [_batch(batch, T0 + batch * 30_000 + 49)], batch)
+    model = Model(out)
+    model.refresh()
+    before = model.latency(CLUSTER)
+    DeltaTable(str(out / "fault_items")).optimize.compact()
+    model.refresh()
+    pd.testing.assert_frame_equal(model.latency(CLUSTER), before)
+
+
+def test_files_before_the_window_are_not_opened(out: Path) -> None:
+    hour = 3_600_000
+    for batch in range(4):  # one file per hour of event time
+        rows = [_send(T0 + batch * hour + i * 1_000, "b-1", 5) for i in range(10)]
+        _append(out, "fault_items", rows, batch)
+        _append(out, "batches", [_batch(batch, T0 + batch * hour + 9_000)], batch)
+    model = Model(out, window_ms=90 * 60_000)
+    model.refresh()
+    assert model.feeds["fault_items"].reads == 2  # the last two hours' files
+    assert model.latency(CLUSTER)["minute"].min() == T0 + 2 * hour
+
+
+def test_isolation_windows_and_now(out: Path) -> None:
+    reason = "REMOTING_EXCEPTION after 3 ms (isolation): not available for 10000 ms"
+    decisions = [
+        _decision(T0 + 1_000, "b-1", "ISOLATE", T0 + 11_000, reason),
+        *[
+            _decision(T0 + 1_000 + i * 500, "b-1", "EXTEND", T0 + 11_000 + i * 500)
+            for i in range(1, 90)
+        ],
+        _decision(T0 + 60_000, "b-1", "RESTORE", T0 + 60_000, "isolation ended"),
+        _decision(
+            T0 + 70_000,
+            "b-2",
+            "ISOLATE",
+            T0 + 72_000,
+            "SEND_OK after 879 ms: not available for 2000 ms",
+        ),
+        _decision(T0 + 71_000, "b-2", "EXTEND", T0 + 90_000),
+        {**_decision(T0 + 50_000, "b-3", "ROUTE_EXPIRED", T0 + 50_000, "no heartbeat")},
+    ]
+    _append(out, "broker_decisions", decisions, 0)
+    _append(out, "batches", [_batch(0, T0 + 80_000)], 0)
+    model = Model(out)
+    model.refresh()
+    w = model.windows(CLUSTER)
+    first = w[w["broker_name"] == "b-1"].iloc[0]
+    assert (first["start"], first["end"], first["extends"]) == (T0 + 1_000, T0 + 60_000, 89)
+    assert first["band"] == (
+        "latency 10000 ms >= 5000 ms (isolation: the profile's substitute latency 10000 ms)"
+    )
+    assert len(model.decisions) < 20  # the EXTENDs are kept one per broker and minute
+    now = model.now(CLUSTER)
+    assert sorted(zip(now["broker_name"], now["kind"], strict=True)) == [
+        ("b-2", "isolated"),
+        ("b-3", "out of route"),
+    ]
+    assert now[now["broker_name"] == "b-2"].iloc[0]["until"] == T0 + 90_000
+    assert now[now["broker_name"] == "b-2"].iloc[0]["band"] == "latency 879 ms >= 550 ms"
+    closed = isolation_windows(out)  # the job's summary reads the same windows
+    assert [(x["broker_name"], x["start"], x["end"]) for x in closed] == [
+        (r["broker_name"], r["start"], None if pd.isna(r["end"]) else r["end"])
+        for r in w[w["kind"] == "isolated"].to_dict("records")
+    ]
+
+
+def test_delay_levels_equal_the_job_summary(out: Path) -> None:
+    rng = random.Random(5)
+    entries, released = [], []
+    for i in range(300):
+        level = rng.randint(1, 18)
+        entry = {
+            "cluster": CLUSTER,
+            "message_id": f"m{i}",
+            "delay_level": level,
+            "store_time": T0 + i,
+        }
+        entries.append(entry)
+        if rng.random() < 0.7:
+            released.append({**entry, "deliver_at": T0 + i + 1_000, "dlq": rng.random() < 0.1})
+    released += [
+        {"cluster": CLUSTER, "message_id": "d", "delay_level": 0, "deliver_at": T0, "dlq": True}
+    ]
+    for batch in range(3):
+        _append(out, "schedule_entries", entries[batch::3], batch)
+        _append(out, "redeliveries", released[batch::3], batch)
+    _append(out, "batches", [_batch(0, T0 + 2_000)], 0)
+    model = Model(out)
+    model.refresh()
+    expected = delay_queues(out).rename_axis("delay_level").reset_index()
+    got = model.delay_levels(CLUSTER)
+    pd.testing.assert_frame_equal(got[expected.columns], expected, check_names=False)
+    per_minute = model.delay_minutes(CLUSTER)
+    assert per_minute["messages"].sum() == len(entries) + len(released)
+
+
+def test_quarantine_keeps_counts_and_a_few_examples(out: Path) -> None:
+    rows = [
+        {"raw": "x" * 1_000 if i == 0 else f"bad {i}", "origin": f"f:{i}", "reason_code": code,
+         "reason": "r", "seen_at": T0}
+        for i, code in enumerate(["MALFORMED_JSON"] * 7 + ["WRONG_TYPE"] * 2)
+    ]  # fmt: skip
+    _append(out, "quarantine", rows, 0)
+    model = Model(out)
+    model.refresh()
+    counts = dict(zip(model.quarantined["reason_code"], model.quarantined["records"], strict=True))
+    assert counts == {"MALFORMED_JSON": 7, "WRONG_TYPE": 2}
+    examples = model.quarantine_examples["MALFORMED_JSON"]
+    assert len(examples) == data.EXAMPLES
+    assert len(examples[0]["raw"]) == 303  # cut to 300 characters and "..."
+
+
+def test_a_folder_without_tables_or_with_newer_ones_is_named(tmp_path: Path) -> None:
+    with pytest.raises(TablesError, match="no faultline tables here"):
+        check_output(tmp_path / "nothing")
+    DeltaTable.create(
+        str(tmp_path / "fault_items"),
+        schema=table_schema("fault_items"),
+        description="faultline table format 99",
+    )
+    with pytest.raises(TablesError, match="tables missing: broker_decisions"):
+        check_output(tmp_path)
+    create_tables(tmp_path)  # the others; fault_items keeps its format
+    with pytest.raises(TablesError, match=r"newer faultline \(table format 99; this one reads"):
+        check_output(tmp_path)
