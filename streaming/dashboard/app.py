@@ -7,6 +7,7 @@ import io
 import logging
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ import plotly.graph_objects as go
 from dash import Dash, Input, Output, State, ctx, dcc, html, no_update
 
 from streaming import explain
-from streaming.dashboard.data import MINUTE, Model, TablesError
+from streaming.dashboard.data import Model, TablesError
 
 log = logging.getLogger("faultline.dashboard")
 
@@ -145,44 +146,19 @@ def build(page: Page, refresh_ms: int) -> Dash:
         style=PAGE,
     )
 
-    sections = [
-        "status",
-        "problem",
-        "now",
-        "timeline",
-        "windows",
-        "latency",
-        "failures",
-        "routing",
-        "retries",
-        "delays",
-        "delay-chart",
-        "rejected",
-        "health-text",
-        "health",
-    ]
-    properties = {
-        "timeline": "figure",
-        "latency": "figure",
-        "failures": "figure",
-        "routing": "figure",
-        "delay-chart": "figure",
-        "health": "figure",
-    }
-
     @app.callback(
         Output("cluster", "options"),
         Output("cluster", "value"),
         Output("producers", "options"),
-        *[Output(s, properties.get(s, "children")) for s in sections],
+        Output("problem", "children"),
+        *[Output(name, "figure" if name in FIGURES else "children") for name in SECTIONS],
         Input("tick", "n_intervals"),
         Input("cluster", "value"),
         Input("producers", "value"),
     )
     def redraw(_: Any, cluster: str | None, producers: list[str] | None) -> list[Any]:
         page.refresh()
-        model = page.model
-        clusters = model.clusters()
+        clusters = page.model.clusters()
         if cluster not in clusters:
             cluster = clusters[0] if clusters else None
         problem = (
@@ -195,29 +171,12 @@ def build(page: Page, refresh_ms: int) -> Dash:
             else None
         )
         if cluster is None:
-            blank = [go.Figure() if s in properties else None for s in sections[3:]]
-            status = "no batch yet" if page.problem is None else ""
-            return [[], None, [], status, problem, _nothing(), *blank]
-        options = [{"label": p, "value": p} for p in model.producers(cluster)]
-        return [
-            [{"label": c, "value": c} for c in clusters],
-            cluster,
-            options,
-            _status(page, cluster),
-            problem,
-            _now(model, cluster),
-            _timeline(model, cluster, producers or []),
-            _windows(model, cluster, producers or []),
-            _latency(model, cluster),
-            _failures(model, cluster),
-            _routing(model, cluster),
-            _retries(model, cluster),
-            _delays(model, cluster),
-            _delay_chart(model, cluster),
-            _rejected(model, cluster),
-            _health_text(model),
-            _health(model),
-        ]
+            blank = [go.Figure() if name in FIGURES else None for name in SECTIONS]
+            blank[list(SECTIONS).index("now")] = _nothing()
+            return [[], None, [], problem, *blank]
+        options = [{"label": p, "value": p} for p in page.model.producers(cluster)]
+        drawn = sections(page, cluster, producers or [])
+        return [[{"label": c, "value": c} for c in clusters], cluster, options, problem, *drawn]
 
     @app.callback(
         Output("explain-broker", "value"),
@@ -330,28 +289,29 @@ def _timeline(model: Model, cluster: str, producers: list[str]) -> go.Figure:
                 hoverinfo="text",
             )
         )
-    seconds = model.fault_seconds(cluster)
-    if not seconds.empty:
+    marks = model.failed_sends(cluster)
+    if not marks.empty:
+        per = "second" if marks["span"].iloc[0] == 1_000 else "minute"
         fig.add_trace(
             go.Scatter(
-                name="failed sends",
+                name=f"failed sends (per {per})",
                 mode="markers",
-                x=_utc(seconds["second"]),
-                y=seconds["broker_name"],
+                x=_utc(marks["at"]),
+                y=marks["broker_name"],
                 marker={"color": FAILURE, "symbol": "x", "size": 7},
                 customdata=[
                     [b, "cluster", t]
-                    for b, t in zip(seconds["broker_name"], seconds["second"], strict=True)
+                    for b, t in zip(marks["broker_name"], marks["at"], strict=True)
                 ],
                 hovertext=[
-                    f"{n} failed sends at {iso(t)}"
-                    for n, t in zip(seconds["failures"], seconds["second"], strict=True)
+                    f"{n} failed sends in the {per} from {iso(t)}"
+                    for n, t in zip(marks["failures"], marks["at"], strict=True)
                 ],
                 hoverinfo="text",
             )
         )
     brokers = model.latency(cluster)["broker_name"]
-    labels = sorted({*map(_label, windows.to_dict("records")), *brokers, *seconds["broker_name"]})
+    labels = sorted({*map(_label, windows.to_dict("records")), *brokers, *marks["broker_name"]})
     fig.update_layout(
         barmode="overlay",
         height=140 + 28 * max(len(labels), 1),
@@ -576,6 +536,31 @@ def _health(model: Model) -> go.Figure:
     return fig
 
 
+SECTIONS: dict[str, Callable[[Page, str, list[str]], Any]] = {
+    "status": lambda page, c, _: _status(page, c),
+    "now": lambda page, c, _: _now(page.model, c),
+    "timeline": lambda page, c, producers: _timeline(page.model, c, producers),
+    "windows": lambda page, c, producers: _windows(page.model, c, producers),
+    "latency": lambda page, c, _: _latency(page.model, c),
+    "failures": lambda page, c, _: _failures(page.model, c),
+    "routing": lambda page, c, _: _routing(page.model, c),
+    "retries": lambda page, c, _: _retries(page.model, c),
+    "delays": lambda page, c, _: _delays(page.model, c),
+    "delay-chart": lambda page, c, _: _delay_chart(page.model, c),
+    "rejected": lambda page, c, _: _rejected(page.model, c),
+    "health-text": lambda page, _, __: _health_text(page.model),
+    "health": lambda page, _, __: _health(page.model),
+}
+"""Each section of the page (the id of its element) and what draws it for a cluster."""
+FIGURES = {"timeline", "latency", "failures", "routing", "delay-chart", "health"}
+"""The sections that are charts (their ``figure`` changes, not their ``children``)."""
+
+
+def sections(page: Page, cluster: str, producers: list[str]) -> list[Any]:
+    """Every section of the page for a cluster, in :data:`SECTIONS` order."""
+    return [draw(page, cluster, producers) for draw in SECTIONS.values()]
+
+
 def serve(output: Path, host: str, port: int, refresh_ms: int, window_ms: int | None) -> int:
     """Serve the page until interrupted."""
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -586,6 +571,3 @@ def serve(output: Path, host: str, port: int, refresh_ms: int, window_ms: int | 
     print(f"faultline dashboard: http://{host}:{port}/ over {output}", flush=True)
     app.run(host=host, port=port, debug=False)
     return 0
-
-
-__all__ = ["MINUTE", "Page", "build", "serve"]

@@ -205,34 +205,30 @@ def percentiles(hist: pd.DataFrame, keys: list[str], qs: Iterable[float]) -> pd.
 
 
 class MinuteStore:
-    """Sums per key and minute, kept per minute so that a refresh regroups only the minutes its
-    rows touch; minutes before the window are dropped."""
+    """Sums per key and minute. A refresh regroups only the rows of the minutes it touches, in
+    one vectorized pass; minutes before the window are dropped."""
 
     def __init__(self, keys: list[str], values: list[str]):
-        self.keys = keys
+        self.keys = [*keys, "minute"]
         self.values = values
-        self.minutes: dict[int, pd.DataFrame] = {}
+        self.rows = pd.DataFrame(columns=[*self.keys, *values])
 
-    def add(self, frame: pd.DataFrame) -> set[int]:
-        """Fold rows of ``keys`` + ``minute`` + ``values`` in; returns the minutes touched."""
-        touched = set()
-        for minute, part in frame.groupby("minute", sort=False):
-            m = int(minute)  # type: ignore[arg-type]
-            old = self.minutes.get(m)
-            both = part if old is None else pd.concat([old, part], ignore_index=True)
-            self.minutes[m] = both.groupby(self.keys, as_index=False)[self.values].sum()
-            self.minutes[m]["minute"] = m
-            touched.add(m)
-        return touched
+    def add(self, frame: pd.DataFrame) -> np.ndarray:
+        """Fold rows of the keys, ``minute`` and the values in; returns the minutes touched."""
+        touched = frame["minute"].unique()
+        hit = self.rows["minute"].isin(touched)
+        new = frame[self.rows.columns]
+        both = pd.concat([self.rows[hit], new], ignore_index=True) if hit.any() else new
+        merged = both.groupby(self.keys, as_index=False, sort=False)[self.values].sum()
+        kept = self.rows[~hit]
+        self.rows = pd.concat([kept, merged], ignore_index=True) if len(kept) else merged
+        return np.asarray(touched)
 
     def drop_before(self, since: int) -> None:
-        for m in [m for m in self.minutes if m + MINUTE <= since]:
-            del self.minutes[m]
+        self.rows = self.rows[self.rows["minute"] + MINUTE > since]
 
     def frame(self) -> pd.DataFrame:
-        if not self.minutes:
-            return pd.DataFrame(columns=[*self.keys, "minute", *self.values])
-        return pd.concat(self.minutes.values(), ignore_index=True)
+        return self.rows
 
 
 def _minute(times: Any) -> np.ndarray:
@@ -266,17 +262,20 @@ class Model:
         }
         self.since = None
         self.sends = MinuteStore(["cluster", "broker_name", "bucket"], ["sends", "failures"])
-        self.summary: dict[int, pd.DataFrame] = {}
+        self.summary = pd.DataFrame(
+            columns=["cluster", "broker_name", "minute", "sends", "failures", "p50", "p99"]
+        )
         self.failures = MinuteStore(["cluster", "broker_name", "second"], ["failures"])
         self.routing = MinuteStore(
             ["cluster", "scope", "failed_broker", "selected_broker", "rule"], ["decisions"]
         )
         self.scheduled = MinuteStore(["cluster", "delay_level"], ["messages"])
         self.released = MinuteStore(["cluster", "delay_level", "dlq"], ["messages"])
-        self.late = MinuteStore(["cluster", "kind"], ["events"])
         self.levels = pd.DataFrame(columns=["cluster", "delay_level", "what", "messages"])
         self.decisions = pd.DataFrame(columns=[*COLUMNS["broker_decisions"], "extends"])
         self.clocks: dict[str, int] = {}
+        self.drawn: dict[tuple[str, tuple[str, ...]], pd.DataFrame] = {}
+        """:meth:`windows` per (cluster, producers), until the decisions change."""
         self.quarantined = pd.DataFrame(columns=["reason_code", "records"])
         self.quarantine_examples: dict[str, list[dict[str, Any]]] = {}
         self.late_total = pd.DataFrame(columns=["cluster", "kind", "events"])
@@ -311,7 +310,7 @@ class Model:
         if self.since is not None:
             for store in (self.sends, self.failures, self.routing, self.scheduled, self.released):
                 store.drop_before(self.since)
-            self.summary = {m: s for m, s in self.summary.items() if m + MINUTE > self.since}
+            self.summary = self.summary[self.summary["minute"] + MINUTE > self.since]
         self.refreshed += 1
         return None
 
@@ -355,12 +354,13 @@ class Model:
         frame = grouped.to_pandas().rename(
             columns={"sends_sum": "sends", "failures_sum": "failures"}
         )
-        for m in self.sends.add(frame):
-            hist = self.sends.minutes[m]
-            keys = ["cluster", "broker_name"]
-            totals = hist.groupby(keys, as_index=False)[["sends", "failures"]].sum()
-            self.summary[m] = totals.merge(percentiles(hist, keys, (0.5, 0.99)), on=keys)
-            self.summary[m]["minute"] = m
+        touched = self.sends.add(frame)
+        hist = self.sends.rows[self.sends.rows["minute"].isin(touched)]
+        keys = ["cluster", "broker_name", "minute"]
+        totals = hist.groupby(keys, as_index=False, sort=False)[["sends", "failures"]].sum()
+        fresh = totals.merge(percentiles(hist, keys, (0.5, 0.99)), on=keys)
+        kept = self.summary[~self.summary["minute"].isin(touched)]
+        self.summary = pd.concat([kept, fresh], ignore_index=True) if len(kept) else fresh
         if failed.any():
             seconds = (
                 pa.table(
@@ -391,6 +391,7 @@ class Model:
         counts = extends.groupby([*keys, "minute"], as_index=False)["extends"].sum()
         compact = last.merge(counts, on=[*keys, "minute"]).drop(columns="minute")
         self.decisions = pd.concat([both[~extend], compact], ignore_index=True)
+        self.drawn = {}
 
     def _fold_routing_decisions(self, rows: pa.Table) -> None:
         frame = rows.to_pandas()
@@ -435,9 +436,7 @@ class Model:
 
     def _fold_late_events(self, rows: pa.Table) -> None:
         frame = rows.to_pandas()
-        frame["minute"] = _minute(frame["event_time"])
         frame["events"] = 1
-        self.late.add(frame)
         new = frame.groupby(["cluster", "kind"], as_index=False)[["events"]].sum()
         both = pd.concat([self.late_total, new], ignore_index=True)
         self.late_total = both.groupby(["cluster", "kind"], as_index=False)[["events"]].sum()
@@ -463,8 +462,13 @@ class Model:
         windows each broker spent out of the route: ``scope``, ``scope_key``, ``broker_name``,
         ``kind`` (isolated | out of route), ``start``, ``end`` (None: still running), ``until``
         (the latest ``available_from``), ``reason``, ``band``, ``profile``, ``extends``."""
+        key = (cluster, tuple(sorted(set(producers))))
+        if key not in self.drawn:
+            self.drawn[key] = self._windows(cluster, set(key[1]))
+        return self.drawn[key]
+
+    def _windows(self, cluster: str, wanted: set[str]) -> pd.DataFrame:
         d = self.decisions
-        wanted = set(producers)
         mine = d[
             (d["cluster"] == cluster)
             & d["broker_name"].notna()
@@ -513,17 +517,18 @@ class Model:
 
     def latency(self, cluster: str) -> pd.DataFrame:
         """Per broker and minute: ``sends``, ``failures``, ``p50``, ``p99`` (ms)."""
-        if not self.summary:
-            return pd.DataFrame(
-                columns=["broker_name", "minute", "sends", "failures", "p50", "p99"]
-            )
-        all_ = pd.concat(self.summary.values(), ignore_index=True)
-        mine = all_[all_["cluster"] == cluster].drop(columns="cluster")
+        mine = self.summary[self.summary["cluster"] == cluster].drop(columns="cluster")
         return mine.sort_values(["broker_name", "minute"], ignore_index=True)
 
-    def fault_seconds(self, cluster: str) -> pd.DataFrame:
+    def failed_sends(self, cluster: str, most: int = 2_000) -> pd.DataFrame:
+        """Failed sends per broker and second (``at``, ``failures``), or per minute when there
+        would be more than ``most`` marks (``span`` says which: 1000 or 60000 ms)."""
         f = self.failures.frame()
-        return f[f["cluster"] == cluster].sort_values("second", ignore_index=True)
+        mine = f[f["cluster"] == cluster].rename(columns={"second": "at"})
+        if len(mine) > most:
+            mine = mine.groupby(["broker_name", "minute"], as_index=False)[["failures"]].sum()
+            return mine.rename(columns={"minute": "at"}).assign(span=MINUTE)
+        return mine[["broker_name", "at", "failures"]].assign(span=1_000)
 
     def routing_minutes(self, cluster: str, scope: str = "cluster") -> pd.DataFrame:
         r = self.routing.frame()
@@ -552,10 +557,6 @@ class Model:
         r = r.assign(what=np.where(r["dlq"].astype(bool), "dlq", "released"))
         both = pd.concat([s, r], ignore_index=True)
         return both.groupby(["delay_level", "minute", "what"], as_index=False)[["messages"]].sum()
-
-    def late_minutes(self, cluster: str) -> pd.DataFrame:
-        f = self.late.frame()
-        return f[f["cluster"] == cluster].reset_index(drop=True)
 
 
 def band(profile: str | None, reason: str | None) -> str:
