@@ -25,6 +25,8 @@ ISOLATED = "#d62728"
 OUT_OF_ROUTE = "#7f7f7f"
 FAILURE = "#ff7f0e"
 PAGE = {"fontFamily": "system-ui, sans-serif", "margin": "0 1.5em", "fontSize": "14px"}
+WINDOW_ROWS = 200
+"""The most recent windows listed under the timeline (the chart has them all)."""
 FIELD = {"display": "inline-block", "width": "10em"}
 CELL = {"padding": "2px 8px", "borderBottom": "1px solid #ddd", "textAlign": "left"}
 
@@ -291,7 +293,8 @@ def _timeline(model: Model, cluster: str, producers: list[str]) -> go.Figure:
         )
     marks = model.failed_sends(cluster)
     if not marks.empty:
-        per = "second" if marks["span"].iloc[0] == 1_000 else "minute"
+        span = int(marks["span"].iloc[0])
+        per = {1_000: "second", 60_000: "minute", 600_000: "10 minutes"}.get(span, "hour")
         fig.add_trace(
             go.Scatter(
                 name=f"failed sends (per {per})",
@@ -323,8 +326,9 @@ def _timeline(model: Model, cluster: str, producers: list[str]) -> go.Figure:
     return fig
 
 
-def _windows(model: Model, cluster: str, producers: list[str]) -> html.Table:
-    w = model.windows(cluster, producers)
+def _windows(model: Model, cluster: str, producers: list[str]) -> html.Div:
+    every = model.windows(cluster, producers)
+    w = every.sort_values("start").tail(WINDOW_ROWS).sort_values(["broker_name", "start"])
     rows = [
         [
             r["broker_name"],
@@ -339,7 +343,8 @@ def _windows(model: Model, cluster: str, producers: list[str]) -> html.Table:
         for r in w.to_dict("records")
     ]
     header = ["broker", "scope", "window", "from", "to", "length", "extended", "first reason"]
-    return table(rows, header, "windows-table")
+    shown = f"the last {len(w)} of {len(every)} windows" if len(w) < len(every) else ""
+    return html.Div([html.Div(shown), table(rows, header, "windows-table")])
 
 
 def _per_broker_lines(frame: pd.DataFrame, column: str, dash_: str | None) -> list[go.Scatter]:

@@ -11,6 +11,7 @@ new, a refresh after one more batch, and drawing every section of the page.
 from __future__ import annotations
 
 import argparse
+import json
 import tempfile
 import time
 from collections.abc import Mapping
@@ -18,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import plotly
 import pyarrow as pa
-from deltalake import write_deltalake
+from deltalake import DeltaTable, write_deltalake
 
 from streaming.dashboard.app import Page, sections
 from streaming.sink import create_tables, table_schema
@@ -102,6 +104,11 @@ def write_batch(out: Path, batch_id: int, start: int, span: int, brokers: int, s
     return clock
 
 
+def _draw(page: Page, cluster: str) -> None:
+    """Every section, serialized as Dash sends it to the browser."""
+    json.dumps(sections(page, cluster, []), cls=plotly.utils.PlotlyJSONEncoder)
+
+
 def _timed(what: str, action: object) -> float:
     started = time.perf_counter()
     action()  # type: ignore[operator]
@@ -115,16 +122,20 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=10_000_000, help="fault_items rows")
     parser.add_argument("--hours", type=float, default=24.0, help="event time they cover")
     parser.add_argument("--brokers", type=int, default=16)
-    parser.add_argument("--out", help="keep the folder here (default: a temporary one)")
+    parser.add_argument(
+        "--out", help="write the folder here and keep it; one made before is used as it is"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(args.out or tmp)
-        create_tables(out)
         batches = max(args.rows // FILE_ROWS, 1)
         span = int(args.hours * 3_600_000 / batches)
         started = time.perf_counter()
-        for b in range(batches):
-            write_batch(out, b, T0 + b * span, span, args.brokers, seed=b)
+        if not (out / "batches").is_dir():
+            create_tables(out)
+            for b in range(batches):
+                write_batch(out, b, T0 + b * span, span, args.brokers, seed=b)
+        batches = len(DeltaTable(str(out / "batches")).to_pyarrow_table(columns=["batch_id"]))
         print(
             f"wrote {batches * FILE_ROWS:,} fault_items rows in {batches} batches over "
             f"{args.hours:g} h, {args.brokers} brokers, in {time.perf_counter() - started:.0f} s",
@@ -135,11 +146,11 @@ def main() -> None:
         if page.problem:
             raise SystemExit(page.problem)
         cluster = page.model.clusters()[0]
-        draw = _timed("drawing every section", lambda: sections(page, cluster, []))
+        draw = _timed("drawing every section, as JSON", lambda: _draw(page, cluster))
         idle = _timed("refresh, nothing new", page.refresh)
         write_batch(out, batches, T0 + batches * span, span, args.brokers, seed=batches)
         new = _timed("refresh after one more 50,000-row batch", page.refresh)
-        draw = _timed("drawing every section", lambda: sections(page, cluster, []))
+        draw = _timed("drawing every section, as JSON", lambda: _draw(page, cluster))
         print(f"refresh with nothing new, read and drawn: {idle + draw:.3f} s")
         print(f"refresh after a new batch, read and drawn: {new + draw:.3f} s")
 

@@ -45,6 +45,8 @@ EXACT = 100
 GAMMA = 1.02
 """Above :data:`EXACT`, the ratio between a bucket's bounds: its midpoint is within 1% of any
 latency in it."""
+MARK_SPANS = (1_000, MINUTE, 10 * MINUTE, 60 * MINUTE)
+"""The spans the timeline's failed-send marks are counted over, finest first."""
 EXAMPLES = 3
 """Example records kept per quarantine reason and per late-event kind."""
 BATCH_ROWS = 2_000
@@ -521,14 +523,16 @@ class Model:
         return mine.sort_values(["broker_name", "minute"], ignore_index=True)
 
     def failed_sends(self, cluster: str, most: int = 2_000) -> pd.DataFrame:
-        """Failed sends per broker and second (``at``, ``failures``), or per minute when there
-        would be more than ``most`` marks (``span`` says which: 1000 or 60000 ms)."""
+        """Failed sends per broker and second (``at``, ``failures``), or per minute, 10 minutes
+        or hour (``span``, ms), the finest that gives at most ``most`` marks."""
         f = self.failures.frame()
-        mine = f[f["cluster"] == cluster].rename(columns={"second": "at"})
-        if len(mine) > most:
-            mine = mine.groupby(["broker_name", "minute"], as_index=False)[["failures"]].sum()
-            return mine.rename(columns={"minute": "at"}).assign(span=MINUTE)
-        return mine[["broker_name", "at", "failures"]].assign(span=1_000)
+        mine = f[f["cluster"] == cluster]
+        for span in MARK_SPANS:
+            at = mine["second"] - mine["second"] % span
+            if at.nunique() * mine["broker_name"].nunique() <= most or span == MARK_SPANS[-1]:
+                break
+        marks = mine.assign(at=at).groupby(["broker_name", "at"], as_index=False)[["failures"]]
+        return marks.sum().assign(span=span)
 
     def routing_minutes(self, cluster: str, scope: str = "cluster") -> pd.DataFrame:
         r = self.routing.frame()

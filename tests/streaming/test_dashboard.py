@@ -183,3 +183,9 @@ def test_tables_of_a_newer_faultline_get_a_page_that_says_so(browser: Any, tmp_p
     finally:
         log = _stop(server)
     assert "written by a newer faultline (table format 99" in log
+
+
+def test_a_bad_flag_stops_it_before_it_serves(tmp_path: Path) -> None:
+    result = faultline("dashboard", "--output", str(tmp_path), "--refresh", "5x", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "--refresh '5x': a duration is a whole number of ms" in result.stderr

@@ -250,3 +250,16 @@ def test_a_folder_without_tables_or_with_newer_ones_is_named(tmp_path: Path) -> 
     create_tables(tmp_path)  # the others; fault_items keeps its format
     with pytest.raises(TablesError, match=r"newer faultline \(table format 99; this one reads"):
         check_output(tmp_path)
+
+
+def test_failed_send_marks_coarsen_to_stay_few_and_keep_every_failure(out: Path) -> None:
+    rows = [_send(T0 + i * 7_000, "b-1", 3, "REMOTING_EXCEPTION", n=i) for i in range(1_500)]
+    _append(out, "fault_items", rows, 0)  # one failure every 7 s for about 3 hours
+    _append(out, "batches", [_batch(0, rows[-1]["event_time"])], 0)
+    model = Model(out)
+    model.refresh()
+    fine = model.failed_sends(CLUSTER)
+    assert (fine["span"] == 1_000).all() and len(fine) == 1_500
+    coarse = model.failed_sends(CLUSTER, most=100)
+    assert (coarse["span"] == 10 * MINUTE).all() and len(coarse) <= 100
+    assert coarse["failures"].sum() == 1_500
