@@ -28,7 +28,12 @@ PAGE = {"fontFamily": "system-ui, sans-serif", "margin": "0 1.5em", "fontSize": 
 WINDOW_ROWS = 200
 """The most recent windows listed under the timeline (the chart has them all)."""
 FIELD = {"display": "inline-block", "width": "10em"}
-CELL = {"padding": "2px 8px", "borderBottom": "1px solid #ddd", "textAlign": "left"}
+CELL = {
+    "padding": "2px 8px",
+    "borderBottom": "1px solid #ddd",
+    "textAlign": "left",
+    "whiteSpace": "nowrap",
+}
 
 
 def iso(ms: Any) -> str:
@@ -127,7 +132,10 @@ def build(page: Page, refresh_ms: int) -> Dash:
                     ),
                 ]
             ),
-            html.Pre(id="explain", style={"background": "#f6f6f6", "padding": "0.5em"}),
+            html.Pre(
+                id="explain",
+                style={"background": "#f6f6f6", "padding": "0.5em", "whiteSpace": "pre-wrap"},
+            ),
             html.Div(id="windows"),
             html.H3("Send latency and failures per minute"),
             dcc.Graph(id="latency", config={"displaylogo": False}),

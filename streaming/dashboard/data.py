@@ -86,6 +86,8 @@ COLUMNS = {
     "batches": list(BATCHES.names),
 }
 """The tables the page reads and, of each, the columns it needs."""
+WHERE = {"fault_items": ds.field("scope") == "cluster"}
+"""Rows the page needs, read as such: the cluster scope has one fault item per send result."""
 WINDOWED = ("fault_items", "broker_decisions", "routing_decisions", "heartbeats")
 """Tables read only within the window; the others are counted over their whole life."""
 
@@ -125,10 +127,18 @@ def check_output(output: Path) -> None:
 class Feed:
     """One table's rows added since the previous :meth:`poll`, read by Delta version."""
 
-    def __init__(self, path: Path, schema: pa.Schema, columns: list[str], time: str | None):
+    def __init__(
+        self,
+        path: Path,
+        schema: pa.Schema,
+        columns: list[str],
+        time: str | None,
+        where: ds.Expression | None = None,
+    ):
         self.path = path
         self.schema = schema
         self.columns = columns
+        self.where = where
         self.time = time
         self.table: Any = None
         self.version = -1
@@ -167,7 +177,7 @@ class Feed:
             return removed, None
         self.reads += len(chosen)
         dataset = ds.dataset(chosen, schema=self.schema, format="parquet")
-        return removed, dataset.to_table(columns=self.columns)
+        return removed, dataset.to_table(columns=self.columns, filter=self.where)
 
 
 def latency_bucket(latency_ms: np.ndarray) -> np.ndarray:
@@ -259,6 +269,7 @@ class Model:
                 BATCHES if name == "batches" else table_schema(name),
                 columns,
                 TIME_COLUMNS.get(name) if name in WINDOWED else None,
+                WHERE.get(name),
             )
             for name, columns in COLUMNS.items()
         }
@@ -333,19 +344,16 @@ class Model:
 
     def _fold_fault_items(self, rows: pa.Table) -> None:
         self._clock(rows["cluster"], rows["event_time"])
-        sends = rows.filter(pc.equal(rows["scope"], "cluster"))  # one row per send result
-        if not len(sends):
-            return
-        times = sends["event_time"].to_numpy()
-        failed = ~pc.is_in(sends["outcome"], value_set=pa.array(RETURNED)).to_numpy(
+        times = rows["event_time"].to_numpy()
+        failed = ~pc.is_in(rows["outcome"], value_set=pa.array(RETURNED)).to_numpy(
             zero_copy_only=False
         )
         keyed = pa.table(
             {
-                "cluster": sends["cluster"],
-                "broker_name": sends["broker_name"],
+                "cluster": rows["cluster"],
+                "broker_name": rows["broker_name"],
                 "minute": _minute(times),
-                "bucket": latency_bucket(sends["latency_ms"].to_numpy(zero_copy_only=False)),
+                "bucket": latency_bucket(rows["latency_ms"].to_numpy(zero_copy_only=False)),
                 "sends": np.ones(len(times), dtype=np.int64),
                 "failures": failed.astype(np.int64),
             }
@@ -367,8 +375,8 @@ class Model:
             seconds = (
                 pa.table(
                     {
-                        "cluster": sends["cluster"].filter(failed),
-                        "broker_name": sends["broker_name"].filter(failed),
+                        "cluster": rows["cluster"].filter(failed),
+                        "broker_name": rows["broker_name"].filter(failed),
                         "second": times[failed] - times[failed] % 1000,
                         "failures": np.ones(int(failed.sum()), dtype=np.int64),
                     }
