@@ -380,39 +380,33 @@ def _latency(model: Model, cluster: str) -> go.Figure:
     return fig
 
 
-def _failures(model: Model, cluster: str) -> go.Figure:
-    lat = model.latency(cluster)
+def _per_minute(
+    frame: pd.DataFrame, by: list[str], value: str, name: str, title: str, mode: str = "stack"
+) -> go.Figure:
+    """Bars per minute, one series per group of ``by`` (named by ``name`` formatted with the
+    group's values)."""
     fig = go.Figure(
         [
-            go.Bar(name=str(broker), x=_utc(part["minute"]), y=part["failures"])
-            for broker, part in lat[lat["failures"] > 0].groupby("broker_name")
+            go.Bar(name=name.format(*key), x=_utc(part["minute"]), y=part[value])
+            for key, part in frame.groupby(by)
         ]
     )
-    fig.update_layout(
-        barmode="stack",
-        height=260,
-        margin={"l": 10, "r": 10, "t": 30, "b": 30},
-        title="failed sends per minute",
-    )
+    margin = {"l": 10, "r": 10, "t": 30, "b": 30}
+    fig.update_layout(barmode=mode, height=260, margin=margin, title=title)
     return fig
+
+
+def _failures(model: Model, cluster: str) -> go.Figure:
+    lat = model.latency(cluster)
+    failed = lat[lat["failures"] > 0]
+    return _per_minute(failed, ["broker_name"], "failures", "{}", "failed sends per minute")
 
 
 def _routing(model: Model, cluster: str) -> go.Figure:
     r = model.routing_minutes(cluster)
-    per = r.groupby(["selected_broker", "minute"], as_index=False)["decisions"].sum()
-    fig = go.Figure(
-        [
-            go.Bar(name=f"to {broker}", x=_utc(part["minute"]), y=part["decisions"])
-            for broker, part in per.groupby("selected_broker")
-        ]
-    )
-    fig.update_layout(
-        barmode="stack",
-        height=260,
-        margin={"l": 10, "r": 10, "t": 30, "b": 30},
-        title="retries per minute, by the broker the next attempt goes to",
-    )
-    return fig
+    per = r.groupby(["selected_broker", "minute"], as_index=False)[["decisions"]].sum()
+    title = "retries per minute, by the broker the next attempt goes to"
+    return _per_minute(per, ["selected_broker"], "decisions", "to {}", title)
 
 
 def _retries(model: Model, cluster: str) -> html.Table:
@@ -446,20 +440,9 @@ def _delays(model: Model, cluster: str) -> html.Table:
 
 
 def _delay_chart(model: Model, cluster: str) -> go.Figure:
-    d = model.delay_minutes(cluster)
-    fig = go.Figure(
-        [
-            go.Bar(name=f"level {level} {what}", x=_utc(part["minute"]), y=part["messages"])
-            for (level, what), part in d.groupby(["delay_level", "what"])
-        ]
-    )
-    fig.update_layout(
-        barmode="group",
-        height=260,
-        margin={"l": 10, "r": 10, "t": 30, "b": 30},
-        title="messages per minute into (scheduled) and out of (released, to DLQ) each level",
-    )
-    return fig
+    title = "messages per minute into (scheduled) and out of (released, to DLQ) each level"
+    by = ["delay_level", "what"]
+    return _per_minute(model.delay_minutes(cluster), by, "messages", "level {} {}", title, "group")
 
 
 def _rejected(model: Model, cluster: str) -> html.Div:

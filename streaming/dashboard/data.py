@@ -35,7 +35,7 @@ from streaming import explain
 from streaming.sink import table_schema
 from udfs.errors import FaultlineError
 from udfs.rocketmq import PROFILES
-from udfs.schema import BATCHES, TABLE_FORMAT, TIME_COLUMNS
+from udfs.schema import BATCHES, TABLE_FORMAT, TABLES, TIME_COLUMNS
 
 log = logging.getLogger("faultline.dashboard")
 
@@ -58,18 +58,7 @@ _REASON = re.compile(r"after (\d+) ms( \(isolation\))?")
 
 COLUMNS = {
     "fault_items": ["scope", "cluster", "broker_name", "event_time", "latency_ms", "outcome"],
-    "broker_decisions": [
-        "scope",
-        "scope_key",
-        "cluster",
-        "broker_name",
-        "decision",
-        "effective_at",
-        "available_from",
-        "reason",
-        "cause_event_id",
-        "profile",
-    ],
+    "broker_decisions": list(TABLES["broker_decisions"].names),
     "routing_decisions": [
         "cluster",
         "scope",
