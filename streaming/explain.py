@@ -63,7 +63,8 @@ def parse_time(text: str) -> int:
     return int(moment.timestamp() * 1000)
 
 
-def _iso(ms: int | None) -> str:
+def iso(ms: int | None) -> str:
+    """An event time (epoch ms) as UTC text, to the millisecond."""
     if ms is None:
         return "-"
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
@@ -79,8 +80,8 @@ def broker_at(
     clocks = [b["clock"] for b in _table(output, "batches") if b["clock"] is not None]
     begin = _first_event(output)
     if not clocks or begin is None or not begin <= at <= max(clocks):
-        seen = f"{_iso(begin)} .. {_iso(max(clocks))}" if clocks else "no batch yet"
-        raise ExplainError(f"--at {_iso(at)} is outside every batch of {output}: they cover {seen}")
+        seen = f"{iso(begin)} .. {iso(max(clocks))}" if clocks else "no batch yet"
+        raise ExplainError(f"--at {iso(at)} is outside every batch of {output}: they cover {seen}")
     items = _table(output, "fault_items", broker_name=broker)
     decisions = _table(output, "broker_decisions", broker_name=broker)
     if not items and not decisions:
@@ -240,7 +241,7 @@ def message_path(output: Path, message_id: str) -> list[dict[str, Any]]:
                 "what": "delay queue",
                 "text": f"{r['source']}: into SCHEDULE_TOPIC_XXXX level {r['delay_level']} "
                 f"(queue {r['schedule_queue_id']}) for {r['real_topic']}, "
-                f"due {_iso(r['deliver_at'])}",
+                f"due {iso(r['deliver_at'])}",
             }
         )
     for r in _table(output, "redeliveries", message_id=message_id):
@@ -264,7 +265,7 @@ def print_broker(answer: dict[str, Any], out: TextIO) -> None:
     scope = answer["scope"] if answer["scope"] == "cluster" else f"producer {answer['scope_key']}"
     state = "AVAILABLE" if answer["available"] else "NOT AVAILABLE"
     print(
-        f"{answer['broker']} at {_iso(answer['at'])}, {scope} scope of {answer['cluster']}: "
+        f"{answer['broker']} at {iso(answer['at'])}, {scope} scope of {answer['cluster']}: "
         f"{state}",
         file=out,
     )
@@ -274,15 +275,15 @@ def print_broker(answer: dict[str, Any], out: TextIO) -> None:
     else:
         print(
             f"  FaultItem: latency {item['latency_ms']} ms, available from "
-            f"{_iso(item['available_from'])} (last updated by {item['updated_by']} at "
-            f"{_iso(item['updated_at'])}, {item['profile']})",
+            f"{iso(item['available_from'])} (last updated by {item['updated_by']} at "
+            f"{iso(item['updated_at'])}, {item['profile']})",
             file=out,
         )
     setter = answer["set_by"]
     if setter is not None:
         print(
             f"  set by {setter['event_id']} from {setter['producer_id']} at "
-            f"{_iso(setter['event_time'])}: "
+            f"{iso(setter['event_time'])}: "
             f"{setter['outcome']} after {setter['latency_ms']} ms (attempt {setter['attempt']}); "
             f"{setter['band']} -> not "
             f"available for {setter['not_available_ms']} ms ({setter['profile']}); {setter['rule']}"
@@ -290,20 +291,20 @@ def print_broker(answer: dict[str, Any], out: TextIO) -> None:
             file=out,
         )
     ns = answer["nameserver"]
-    beat = f"last heartbeat {_iso(ns['last_heartbeat'])}"
+    beat = f"last heartbeat {iso(ns['last_heartbeat'])}"
     if ns["since"] is None:
         print(f"  NameServer: in the route (never dropped by then); {beat}", file=out)
     else:
         state = "back in the route" if ns["in_route"] else "dropped from the route"
         print(
-            f"  NameServer: {state} since {_iso(ns['since'])} (cause {ns['cause_event_id']}); "
+            f"  NameServer: {state} since {iso(ns['since'])} (cause {ns['cause_event_id']}); "
             f"{beat}",
             file=out,
         )
     print("  decisions around it:", file=out)
     for d in answer["decisions"]:
         mark = "<=" if d["effective_at"] <= answer["at"] else "> "
-        print(f"   {mark} {_iso(d['effective_at'])} {d['decision']:<15} {d['reason']}", file=out)
+        print(f"   {mark} {iso(d['effective_at'])} {d['decision']:<15} {d['reason']}", file=out)
 
 
 def explain_command(args: Any, out: TextIO = sys.stdout) -> int:
@@ -317,7 +318,7 @@ def explain_command(args: Any, out: TextIO = sys.stdout) -> int:
         else:
             print(f"message {args.message_id}:", file=out)
             for s in steps:
-                print(f"  {_iso(s['at'])} {s['what']}: {s['text']}", file=out)
+                print(f"  {iso(s['at'])} {s['what']}: {s['text']}", file=out)
         return 0
     if not args.broker or not args.at:
         raise ExplainError("give --broker B --at TIME, or --message-id ID")

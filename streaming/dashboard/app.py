@@ -8,7 +8,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -37,10 +36,8 @@ CELL = {
 
 
 def iso(ms: Any) -> str:
-    """An event time (epoch ms) as UTC text, as ``faultline explain`` prints it."""
-    if ms is None or pd.isna(ms):
-        return "-"
-    return datetime.fromtimestamp(int(ms) / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+    """An event time (epoch ms, maybe a missing value) as ``faultline explain`` prints it."""
+    return explain.iso(None if ms is None or pd.isna(ms) else int(ms))
 
 
 def _utc(ms: Any) -> Any:

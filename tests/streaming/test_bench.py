@@ -24,7 +24,8 @@ def test_bench_prints_steady_figures_a_breakdown_per_batch_and_the_ratio_last(
     assert [int(x.split()[2]) for x in rows] == [600, 600, 497]
     for row in rows:
         total, parts = row.split("=")[0].split()[-1], row.split("=")[1].split(";")[0]
-        assert abs(float(total) - sum(float(p) for p in parts.split("+"))) < 0.04  # rounding
+        # six parts rounded to 0.01 s, and the total timed by the bench, not summed from them
+        assert abs(float(total) - sum(float(p) for p in parts.split("+"))) < 0.06
     assert re.fullmatch(r"busiest task's operator time, steady: \d+\.\d\d s per batch", lines[-2])
 
 
