@@ -65,6 +65,12 @@ def _parser() -> argparse.ArgumentParser:
     db.add_argument(
         "--window", default="24h", help="event time shown before the latest clock (24h), or all"
     )
+    ev = commands.add_parser(
+        "evaluate", help="run a scenario's incidents under each way of picking queues"
+    )
+    ev.add_argument("--scenario", default="default", help="conf/scenarios/NAME.yaml or a path")
+    ev.add_argument("--delay", help="from a decision to producers acting on it (the scenario's)")
+    ev.add_argument("--config", help="YAML settings (default conf/faultline.yaml)")
     sim = commands.add_parser("simulate", help="write a scenario's events without running the job")
     sim.add_argument("--scenario", default="default", help="conf/scenarios/NAME.yaml or a path")
     sim.add_argument("--out", help="a folder for JSON-lines files")
@@ -100,6 +106,10 @@ def _main(args: argparse.Namespace) -> int:
             from streaming.explain import explain_command
 
             return explain_command(args)
+        if args.command == "evaluate":
+            from streaming.evaluate import evaluate_command
+
+            return evaluate_command(args)
         if args.command == "dashboard":
             return _dashboard(args)
         if args.command == "state":

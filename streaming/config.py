@@ -111,6 +111,21 @@ class ProducerSpec(_Strict):
     delay_every: NonNegativeInt = 0
     """Every n-th message asks for ``delay_level``; 0: none."""
     delay_level: int = 0
+    strategy: Literal["own", "off", "faultline"] = "own"
+    """How the producer picks queues: ``own``, its profile's strategy with its latency fault
+    switch; ``off``, the switch off; ``faultline``, its own strategy, also avoiding the brokers
+    the cluster scope's decisions isolate, as read from the decision topic (the simulator runs
+    the engine alongside and shows the producer each decision ``decision_delay`` after it)."""
+    instances: PositiveInt = 1
+    """This many producers alike, ``<id>-0000`` onwards (each with its own random stream)."""
+
+    def expand(self) -> list[ProducerSpec]:
+        if self.instances == 1:
+            return [self]
+        return [
+            self.model_copy(update={"id": f"{self.id}-{i:04d}", "instances": 1})
+            for i in range(self.instances)
+        ]
 
 
 class ConsumerSpec(_Strict):
@@ -156,6 +171,9 @@ class Scenario(_Strict):
     producers: list[ProducerSpec]
     consumers: list[ConsumerSpec] = []
     faults: list[FaultSpec] = []
+    decision_delay: Duration = 2_000
+    """For ``faultline`` producers: from a decision's event time to when they act on it (the
+    job's trigger interval plus its batch time; measured at 1.3 to 3.3 s)."""
 
     @model_validator(mode="after")
     def _references(self) -> Scenario:

@@ -265,8 +265,7 @@ def print_broker(answer: dict[str, Any], out: TextIO) -> None:
     scope = answer["scope"] if answer["scope"] == "cluster" else f"producer {answer['scope_key']}"
     state = "AVAILABLE" if answer["available"] else "NOT AVAILABLE"
     print(
-        f"{answer['broker']} at {iso(answer['at'])}, {scope} scope of {answer['cluster']}: "
-        f"{state}",
+        f"{answer['broker']} at {iso(answer['at'])}, {scope} scope of {answer['cluster']}: {state}",
         file=out,
     )
     item = answer["fault_item"]

@@ -15,15 +15,19 @@ import json
 import os
 import random
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from streaming.client import DecisionView, pick
 from streaming.config import FaultSpec, ProducerSpec, Scenario
+from udfs import engine
+from udfs.parse import parse
 from udfs.rocketmq import (
     PROFILES,
     EmptyRouteError,
     FaultTable,
+    MessageQueue,
     Next,
     Outcome,
     SendMode,
@@ -44,6 +48,73 @@ DELAYS = DelayPolicy()
 
 Route = list[tuple[str, int, int]]
 """A topic's route: (broker_name, write_queue_nums, perm) of the brokers the NameServer has."""
+TRIGGER_MS = 500
+"""The closed loop's micro-batches: the job's default trigger interval, in event time."""
+
+
+@dataclass(frozen=True)
+class _Wait:
+    """A ``faultline`` producer is about to pick a queue at ``at``: every event before that
+    happens first, so the decisions it reads are those of the whole cluster."""
+
+    at: int
+
+
+@dataclass
+class Record:
+    """What the simulated producers did besides their events, for ``faultline evaluate``."""
+
+    own: dict[tuple[str, str], list[tuple[int, int]]] = field(default_factory=dict)
+    """(producer, broker) -> each update of the producer's own FaultTable: (time, the time the
+    broker is available from)."""
+    dlq: int = 0
+    """Messages that faultline sent to the DLQ after their last redelivery failed."""
+
+
+class Loop:
+    """faultline alongside the simulated cluster: the engine (cluster scope) runs on the events
+    as they happen, in micro-batches of :data:`TRIGGER_MS` of event time, and each of its
+    decisions reaches the ``faultline`` producers ``delay`` after its event time, as they would
+    read it from the compacted decision topic (:class:`~streaming.client.DecisionView`)."""
+
+    def __init__(self, cluster: str, delay: int, config: engine.EngineConfig | None = None):
+        if delay <= 0:
+            raise ValueError("the decision delay must be positive")
+        self.cluster = cluster
+        self.delay = delay
+        self.trigger = min(TRIGGER_MS, delay)
+        self.config = config or engine.EngineConfig(scopes=(engine.CLUSTER,))
+        self.state: dict[str, Any] | None = None
+        self.pending: list[dict[str, Any]] = []
+        self.done = -(2**63)
+        self.view = DecisionView()
+        self.decisions: list[dict[str, Any]] = []
+        """Every cluster-scope decision, in event-time order."""
+
+    def catch_up(self, at: int) -> None:
+        """Run the engine on the batches that end by ``at - delay`` (rounded up to the batch
+        grid, which is at most ``at``: every event before ``at`` has happened)."""
+        need = at - self.delay
+        if need <= self.done:
+            return
+        self.done = -(-need // self.trigger) * self.trigger
+        cut = bisect.bisect_right(self.pending, self.done, key=lambda e: e["event_time"])
+        batch, self.pending = self.pending[:cut], self.pending[cut:]
+        if not batch:
+            return
+        values = [json.dumps(e) for e in batch]
+        events = parse(values, ["closed-loop"] * len(batch), [e["event_time"] for e in batch])
+        step = engine.advance(self.cluster, self.state, events.to_pandas(), self.config)
+        self.state = step.state
+        rows = step.tables.get("broker_decisions")
+        for r in sorted(rows.to_pylist() if rows is not None else [], key=_effective):
+            if r["scope"] == engine.CLUSTER:
+                self.view.apply(r, r["effective_at"] + self.delay)
+                self.decisions.append(r)
+
+
+def _effective(row: dict[str, Any]) -> int:
+    return int(row["effective_at"])
 
 
 def heartbeat_offset(index: int, brokers: int, interval: int) -> int:
@@ -164,8 +235,16 @@ class _Cluster:
         return routes[bisect.bisect_right(times, now) - 1]
 
 
-def simulate(scenario: Scenario) -> list[dict[str, Any]]:
-    """Every event of the scenario, sorted by (event_time, event_id)."""
+def simulate(
+    scenario: Scenario,
+    config: engine.EngineConfig | None = None,
+    record: Record | None = None,
+    loop: Loop | None = None,
+) -> list[dict[str, Any]]:
+    """Every event of the scenario, sorted by (event_time, event_id). When a producer follows
+    faultline's decisions, the engine runs alongside (``config``, the cluster scope by default),
+    in a :class:`Loop` (made here unless given); ``record`` collects what
+    ``faultline evaluate`` needs besides the events."""
     cluster = _Cluster(scenario)
     events: list[dict[str, Any]] = []
     base = {"cluster": scenario.cluster}
@@ -203,15 +282,55 @@ def simulate(scenario: Scenario) -> list[dict[str, Any]]:
                 previous = route
     stored: list[tuple[int, dict[str, Any]]] = []
     publish_infos: dict[tuple[str, tuple[tuple[str, int, int], ...]], TopicPublishInfo] = {}
-    for producer in scenario.producers:
-        events.extend(
-            _produce(scenario, cluster, producer, topics[producer.topic], stored, publish_infos)
-        )
+    producers = [p for spec in scenario.producers for p in spec.expand()]
+    if loop is None and any(p.strategy == "faultline" for p in producers):
+        loop = Loop(scenario.cluster, scenario.decision_delay, config)
+    runs = [
+        _produce(scenario, cluster, p, topics[p.topic], stored, publish_infos, loop, record)
+        for p in producers
+    ]
+    if loop is None:  # no producer reads decisions: each runs on its own
+        for run in runs:
+            events.extend(e for e in run if not isinstance(e, _Wait))
+    else:
+        events = _merged(events, runs, loop)
     stored.sort(key=lambda m: (m[0], m[1]["message_id"]))
     for consumer in scenario.consumers:
         events.extend(_consume(scenario, consumer, stored))
     events.sort(key=lambda e: (e["event_time"], e["event_id"]))
     return events
+
+
+def _merged(
+    static: list[dict[str, Any]], runs: list[Iterator[dict[str, Any] | _Wait]], loop: Loop
+) -> list[dict[str, Any]]:
+    """The heartbeats, routes and producers' events in time order, each handed to the loop as
+    it happens; a producer's :class:`_Wait` at ``t`` is served after every event before ``t``."""
+    static.sort(key=lambda e: (e["event_time"], e["event_id"]))
+    sources: list[Iterator[dict[str, Any] | _Wait]] = [iter(static), *runs]
+    heap: list[tuple[int, int, int, int, dict[str, Any] | _Wait]] = []
+    counter = 0
+
+    def advance(i: int) -> None:
+        nonlocal counter
+        item = next(sources[i], None)
+        if item is not None:
+            at, kind = (item.at, 1) if isinstance(item, _Wait) else (item["event_time"], 0)
+            heapq.heappush(heap, (at, kind, counter, i, item))
+            counter += 1
+
+    for i in range(len(sources)):
+        advance(i)
+    out: list[dict[str, Any]] = []
+    while heap:
+        at, _, _, i, item = heapq.heappop(heap)
+        if isinstance(item, _Wait):
+            loop.catch_up(at)
+        else:
+            out.append(item)
+            loop.pending.append(item)
+        advance(i)
+    return out
 
 
 def _produce(
@@ -221,11 +340,17 @@ def _produce(
     brokers: list[str],
     stored: list[tuple[int, dict[str, Any]]],
     publish_infos: dict[tuple[str, tuple[tuple[str, int, int], ...]], TopicPublishInfo],
-) -> Iterator[dict[str, Any]]:
+    loop: Loop | None = None,
+    record: Record | None = None,
+) -> Iterator[dict[str, Any] | _Wait]:
     """The producer's sends. A message whose attempts all fail is sent again when faultline
     releases it (the producer reads ``redeliveries``), with ``redelivery_count`` one higher, until
-    faultline sends it to the DLQ; resends go on after the traffic stops."""
+    faultline sends it to the DLQ; resends go on after the traffic stops. A ``faultline``
+    producer yields a :class:`_Wait` before each pick and then avoids what ``loop``'s view
+    isolates at that instant."""
     rng = random.Random(f"{scenario.seed}/{spec.id}")
+    follow = loop is not None and spec.strategy == "faultline"
+    switch = spec.latency_fault_enable and spec.strategy != "off"
     profile = PROFILES[spec.profile]
     mode = SendMode(spec.mode)
     total = max_attempts(mode)
@@ -244,7 +369,7 @@ def _produce(
         "producer_id": spec.id,
         "producer_group": spec.group,
         "client_profile": spec.profile,
-        "latency_fault_enable": spec.latency_fault_enable,
+        "latency_fault_enable": switch,
         "topic": spec.topic,
         "mode": spec.mode,
         "max_attempts": total,
@@ -274,6 +399,8 @@ def _produce(
         cost = 0
         for attempt in range(total):
             at = now + cost
+            if follow:
+                yield _Wait(at)
             try:
                 selection = select_queue(
                     profile,
@@ -281,12 +408,14 @@ def _produce(
                     table,
                     last,
                     at,
-                    spec.latency_fault_enable,
+                    switch,
                     reset_index=profile.line == "5" and mode is SendMode.SYNC and attempt > 0,
                 )
             except EmptyRouteError:
                 break
             queue = selection.queue
+            if follow and loop is not None:
+                queue = _avoid(loop, scenario.cluster, info.queues, queue, table, switch, at, last)
             budget = attempt_timeout(profile, SEND_MSG_TIMEOUT_MS, cost, attempt + 1 < total)
             event = {
                 **base,
@@ -300,7 +429,7 @@ def _produce(
             seq += 1
             if budget is None:
                 yield {**event, "event_time": at, "latency_ms": 0, "outcome": "CALL_TIMEOUT"}
-                _resend(resends, at, message_id, redelivery)
+                _resend(resends, at, message_id, redelivery, record)
                 break
             response = cluster.respond(queue.broker_name, at, budget, rng)
             done_at = at + response.latency
@@ -319,19 +448,22 @@ def _produce(
                 response_code=response.response_code,
                 remaining_timeout_ms=budget - response.latency,
             )
-            if spec.latency_fault_enable:
+            if switch:
                 for report in effect.reports:
                     when = at if report.phase == "dispatch" else done_at
-                    table.report(
+                    item = table.report(
                         queue.broker_name,
                         report.latency_ms,
                         report.isolation,
                         when,
                         report.reachable,
                     )
+                    if record is not None and item is not None:
+                        key = (spec.id, queue.broker_name)
+                        record.own.setdefault(key, []).append((when, item.start_timestamp))
             cost += response.latency
             if effect.next is Next.FAIL:
-                _resend(resends, done_at, message_id, redelivery)
+                _resend(resends, done_at, message_id, redelivery, record)
             if effect.next is not Next.RETRY:
                 if response.outcome is Outcome.SEND_OK:
                     level = schedule_redirect(extra.get("delay_level"), DELAYS.levels).delay_level
@@ -371,12 +503,44 @@ def _publish_info(
     return TopicPublishInfo(template.queues, template.write_queue_nums, None, rng)
 
 
-def _resend(resends: list[tuple[int, str, int]], failed_at: int, message_id: str, n: int) -> None:
-    """Faultline's redelivery of a failed message, as the producer will see it."""
+def _resend(
+    resends: list[tuple[int, str, int]],
+    failed_at: int,
+    message_id: str,
+    n: int,
+    record: Record | None,
+) -> None:
+    """Faultline's redelivery of a failed message, as the producer will see it, or the DLQ."""
     level = DELAYS.redelivery_level(n)
     if level is not None:
         due = DELAYS.levels.deliver_at(level, failed_at)
         heapq.heappush(resends, (due, message_id, n + 1))
+    elif record is not None:
+        record.dlq += 1
+
+
+def _avoid(
+    loop: Loop,
+    cluster: str,
+    queues: list[MessageQueue],
+    chosen: MessageQueue,
+    table: FaultTable,
+    switch: bool,
+    at: int,
+    last: str | None,
+) -> MessageQueue:
+    """A ``faultline`` producer's queue: its own strategy's, unless faultline isolates that
+    broker at ``at``; then the next queue round robin whose broker neither faultline nor (with
+    the switch on) its own table isolates, preferring another broker than the last attempt's."""
+    if loop.view.is_available(cluster, chosen.broker_name, at):
+        return chosen
+
+    def usable(broker: str) -> bool:
+        own = not switch or table.is_available(broker, at)
+        return own and loop.view.is_available(cluster, broker, at)
+
+    start = queues.index(chosen) if chosen in queues else 0
+    return pick(queues, start, usable, last)
 
 
 def _consume(

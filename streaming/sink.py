@@ -23,6 +23,7 @@ from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.transaction import AddAction, RemoveAction
 
 from streaming import failpoints
+from streaming.client import decision_state
 from udfs.schema import BATCHES, TABLE_FORMAT, TABLES
 
 META = pa.schema(
@@ -265,7 +266,8 @@ def publish_batch(
         decisions.sort(key=lambda r: (r["effective_at"], r["decision"] != "RESTORE"))
         for r in decisions:
             key = f"broker/{r['cluster']}/{r['broker_name']}"
-            publisher.send(decisions_topic, json.dumps({**r, "state": _state(r)}), key=key)
+            value = json.dumps({**r, "state": decision_state(r["decision"])})
+            publisher.send(decisions_topic, value, key=key)
         tables = [r for r in rows["routing_table"] if r["scope"] == "cluster"]
         for r in sorted(tables, key=lambda r: r["effective_at"]):
             publisher.send(decisions_topic, json.dumps(r), key=f"route/{r['cluster']}/{r['topic']}")
@@ -275,9 +277,3 @@ def publish_batch(
         sent += 1
     publisher.flush()
     return sent
-
-
-def _state(decision: dict[str, Any]) -> str:
-    if decision["decision"] == "ROUTE_EXPIRED":
-        return "OUT_OF_ROUTE"
-    return "AVAILABLE" if decision["decision"] in ("RESTORE", "ROUTE_RESTORED") else "ISOLATED"

@@ -83,3 +83,40 @@ def test_simulate_takes_kafka_settings_from_the_configuration(kafka: str, tmp_pa
         'Invalid value for configuration property "request.required.acks"'
         in (refused.stderr.strip().splitlines()[-1])
     )
+
+
+def test_the_embeddable_client_reads_the_decision_topic(kafka: str, tmp_path: Path) -> None:
+    """What a producer embeds: the compacted decision topic, as the job publishes it (the sink's
+    own publisher and message shape), read back into ``is_available``."""
+    from streaming.client import DecisionClient
+    from streaming.kafka import Publisher
+    from streaming.sink import create_tables, publish_batch
+
+    now = int(time.time() * 1000)
+    decision = {
+        "scope": "cluster",
+        "scope_key": "C",
+        "cluster": "C",
+        "broker_name": "broker-x",
+        "decision": "ISOLATE",
+        "effective_at": now,
+        "available_from": now + 600_000,
+        "reason": "REMOTING_EXCEPTION after 3 ms (isolation): not available for 600000 ms",
+        "cause_event_id": "e1",
+        "profile": "rocketmq-4.9",
+    }
+    restored = {**decision, "broker_name": "broker-y", "decision": "RESTORE", "available_from": now}
+    rows = {"broker_decisions": [decision, restored], "routing_table": [], "redeliveries": []}
+    create_tables(tmp_path)  # the batch is not committed yet: it is published
+    sent = publish_batch(tmp_path, 0, rows, "app", Publisher({"bootstrap.servers": kafka}), "dec")
+    assert sent == 2
+    client = DecisionClient(kafka, "dec").start()
+    try:
+        deadline = time.time() + 60  # its thread reads in the background
+        while client.is_available("C", "broker-x") and time.time() < deadline:
+            time.sleep(0.1)
+        assert not client.is_available("C", "broker-x")
+        assert client.is_available("C", "broker-y")
+        assert client.is_available("C", "broker-never-heard-of")
+    finally:
+        client.close()

@@ -1,0 +1,180 @@
+"""What a producer embeds to follow faultline's decisions.
+
+faultline publishes the cluster scope's decisions to a compacted topic (``faultline.decisions``):
+key ``broker/<cluster>/<broker>``, the latest decision for that broker, with ``state``
+(``ISOLATED``, ``AVAILABLE`` or ``OUT_OF_ROUTE``) and ``available_from``. :class:`DecisionView`
+holds them and answers :meth:`~DecisionView.is_available`; :func:`pick` chooses a queue the
+way a RocketMQ ``MessageQueueSelector`` would, from the queues the producer has, skipping the
+brokers faultline isolates. Neither touches Kafka: :class:`DecisionClient` keeps a view up to
+date from the topic with confluent-kafka, in a thread of its own.
+
+    client = DecisionClient("kafka:9092", "faultline.decisions")
+    client.start()
+    ...
+    queue = pick(queues, start=counter, usable=lambda b: client.is_available("Cluster", b),
+                 last_broker=previous_broker)
+
+Times are epoch milliseconds. A producer that has not heard of a broker treats it as available:
+faultline only ever narrows the choice, and when it would leave nothing, :func:`pick` falls
+back to the queue the producer's own strategy would use.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+Q = TypeVar("Q")
+
+
+class DecisionView:
+    """The decisions a producer has read, per (cluster, broker), each from the time it was
+    read (``seen_at``): :meth:`is_available` at ``now`` uses those read by ``now``.
+
+    An isolation holds until its ``available_from``, and at least for its whole duration
+    (``available_from - effective_at``) from when it was read, as a RocketMQ producer isolates a
+    broker for the duration from when it sees the failure itself. A decision read late (the
+    decision delay, a consumer that lagged) is therefore not over before it is used: a 2 s
+    isolation read 2 s after it began would otherwise never keep a send away."""
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[str, str], list[int]] = {}
+        self._until: dict[tuple[str, str], list[tuple[str, int]]] = {}
+
+    def apply(self, decision: dict[str, Any], seen_at: int) -> None:
+        """One message of the decision topic (a ``broker_decisions`` row with ``state``), read
+        at ``seen_at``. Messages of one broker must come in the order they were read."""
+        if decision.get("scope", "cluster") != "cluster" or not decision.get("broker_name"):
+            return
+        key = (str(decision["cluster"]), str(decision["broker_name"]))
+        state = decision.get("state") or decision_state(str(decision["decision"]))
+        until = int(decision["available_from"])
+        if state == "ISOLATED":
+            until = max(until, seen_at + until - int(decision["effective_at"]))
+        self._seen.setdefault(key, []).append(seen_at)
+        self._until.setdefault(key, []).append((state, until))
+
+    def is_available(self, cluster: str, broker: str, now: int | None = None) -> bool:
+        """Whether faultline lets ``broker`` take sends at ``now`` (default: the wall clock)."""
+        now = int(time.time() * 1000) if now is None else now
+        seen = self._seen.get((cluster, broker))
+        if not seen:
+            return True
+        i = bisect.bisect_right(seen, now) - 1
+        if i < 0:
+            return True
+        state, available_from = self._until[(cluster, broker)][i]
+        if state == "OUT_OF_ROUTE":
+            return False
+        return state != "ISOLATED" or now >= available_from
+
+    def isolations(self, cluster: str) -> dict[str, list[tuple[int, int]]]:
+        """Per broker of ``cluster``, each decision read: (when, until when it isolates);
+        ``until == when`` for one that does not isolate."""
+        out: dict[str, list[tuple[int, int]]] = {}
+        for (c, broker), seen in self._seen.items():
+            if c == cluster:
+                states = self._until[(c, broker)]
+                out[broker] = [
+                    (t, until if state == "ISOLATED" else t)
+                    for t, (state, until) in zip(seen, states, strict=True)
+                ]
+        return out
+
+
+def decision_state(decision: str) -> str:
+    """What a ``broker_decisions`` row means to a producer: ``ISOLATED``, ``AVAILABLE`` or
+    ``OUT_OF_ROUTE``."""
+    if decision == "ROUTE_EXPIRED":
+        return "OUT_OF_ROUTE"
+    return "AVAILABLE" if decision in ("RESTORE", "ROUTE_RESTORED") else "ISOLATED"
+
+
+def pick(
+    queues: Sequence[Q],
+    start: int,
+    usable: Callable[[str], bool],
+    last_broker: str | None = None,
+    broker_of: Callable[[Q], str] = lambda q: q.broker_name,  # type: ignore[attr-defined]
+) -> Q:
+    """A queue, round robin from ``start``: the first whose broker is ``usable`` and not the
+    broker the previous attempt failed on, else the first usable one, else ``queues[start]``
+    (what the producer would have sent to anyway).
+
+    >>> from udfs.rocketmq import MessageQueue
+    >>> qs = [MessageQueue("a", 0), MessageQueue("b", 0), MessageQueue("c", 0)]
+    >>> pick(qs, 0, usable=lambda b: b != "a").broker_name
+    'b'
+    >>> pick(qs, 1, usable=lambda b: b != "a", last_broker="b").broker_name
+    'c'
+    >>> pick(qs, 2, usable=lambda b: False).broker_name
+    'c'
+    """
+    n = len(queues)
+    if n == 0:
+        raise ValueError("no queue to pick from")
+    order = [queues[(start + i) % n] for i in range(n)]
+    ok = [q for q in order if usable(broker_of(q))]
+    for q in ok:
+        if broker_of(q) != last_broker:
+            return q
+    return ok[0] if ok else order[0]
+
+
+class DecisionClient:
+    """A :class:`DecisionView` kept up to date from the decision topic, read from its start
+    (it is compacted: the latest decision per broker is kept) by a background thread."""
+
+    def __init__(self, bootstrap: str, topic: str, options: dict[str, str] | None = None):
+        from confluent_kafka import Consumer
+
+        self.view = DecisionView()
+        self.topic = topic
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"faultline-client-{id(self)}",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                **(options or {}),
+            }
+        )
+        self._thread = threading.Thread(target=self._run, daemon=True, name="faultline-client")
+
+    def start(self) -> DecisionClient:
+        self._consumer.subscribe([self.topic])
+        self._thread.start()
+        return self
+
+    def poll_once(self, timeout: float = 1.0) -> int:
+        """Read what is there now (or within ``timeout``); returns the messages applied."""
+        applied = 0
+        for message in self._consumer.consume(num_messages=1000, timeout=timeout):
+            value = message.value()
+            key = (message.key() or b"").decode()
+            if message.error() is not None or value is None or not key.startswith("broker/"):
+                continue
+            with self._lock:
+                self.view.apply(json.loads(value), int(time.time() * 1000))
+            applied += 1
+        return applied
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.poll_once(0.5)
+
+    def is_available(self, cluster: str, broker: str) -> bool:
+        with self._lock:
+            return self.view.is_available(cluster, broker)
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+        self._consumer.close()

@@ -1,0 +1,123 @@
+"""Producers that follow faultline's decisions, in the simulator, and ``faultline evaluate``."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streaming.client import DecisionView
+from streaming.config import load_scenario
+from streaming.evaluate import STRATEGIES, evaluate, sick_intervals
+from streaming.simulator import Loop, simulate
+from tests.streaming.conftest import faultline
+from udfs import engine
+from udfs.parse import parse
+
+T = 1_795_255_200_000
+
+
+def _decision(kind: str, broker: str, at: int, until: int) -> dict[str, Any]:
+    return {"scope": "cluster", "cluster": "C", "broker_name": broker, "decision": kind,
+            "effective_at": at, "available_from": until}  # fmt: skip
+
+
+def test_a_decision_read_late_still_isolates_for_its_whole_duration() -> None:
+    view = DecisionView()
+    view.apply(_decision("ISOLATE", "b", T, T + 2_000), seen_at=T + 2_000)  # read 2 s late
+    assert view.is_available("C", "b", T + 1_999)  # not read yet
+    assert not view.is_available("C", "b", T + 2_000)
+    assert not view.is_available("C", "b", T + 3_999)
+    assert view.is_available("C", "b", T + 4_000)  # 2 s from when it was read
+    view.apply(_decision("ISOLATE", "b", T + 10_000, T + 70_000), seen_at=T + 10_500)
+    view.apply(_decision("RESTORE", "b", T + 20_000, T + 20_000), seen_at=T + 22_000)
+    assert not view.is_available("C", "b", T + 21_999)
+    assert view.is_available("C", "b", T + 22_000)
+    view.apply(_decision("ROUTE_EXPIRED", "b", T + 30_000, T + 30_000), seen_at=T + 30_000)
+    assert not view.is_available("C", "b", T + 31_000)
+    view.apply({**_decision("ISOLATE", "x", T, T + 9_000), "scope": "producer"}, seen_at=T)
+    assert view.is_available("C", "x", T + 1)  # a producer's own scope is not for others
+    assert view.is_available("C", "never-seen", T)
+
+
+def _faultline(name: str) -> Any:
+    scenario = load_scenario(name)
+    return scenario.model_copy(
+        update={"producers": [STRATEGIES["faultline"](p) for p in scenario.producers]}
+    )
+
+
+def test_the_loop_runs_the_real_engine_on_the_events_as_they_happen() -> None:
+    """The decisions the producers read are those the engine makes from the same events in one
+    batch afterwards (the engine gives the same rows however the events are batched)."""
+    scenario = _faultline("quick")
+    loop = Loop(scenario.cluster, 2_000)
+    events = simulate(scenario, loop=loop)
+    assert simulate(scenario, loop=Loop(scenario.cluster, 2_000)) == events  # deterministic
+    fed = [e for e in events if e["kind"] in ("send_result", "heartbeat", "route")]
+
+    frame = parse([json.dumps(e) for e in fed], ["x"] * len(fed), [e["event_time"] for e in fed])
+    config = engine.EngineConfig(scopes=(engine.CLUSTER,))
+    step = engine.advance(scenario.cluster, None, frame.to_pandas(), config)
+    once = [r for r in step.tables["broker_decisions"].to_pylist() if r["scope"] == "cluster"]
+    key = lambda r: (r["effective_at"], r["broker_name"], r["decision"])  # noqa: E731
+    # the loop ran up to its last batch; every decision of that span is the same
+    last = loop.done
+    assert sorted(loop.decisions, key=key) == sorted(
+        [r for r in once if r["effective_at"] <= last], key=key
+    )
+    assert any(r["decision"] == "ISOLATE" for r in loop.decisions)
+
+
+def test_faultline_producers_send_nowhere_their_view_isolates_unless_all_are() -> None:
+    scenario = _faultline("default")
+    loop = Loop(scenario.cluster, 2_000)
+    events = simulate(scenario, loop=loop)
+    brokers = [b.name for b in scenario.brokers]
+    avoided = violations = 0
+    for e in events:
+        if e["kind"] != "send_result" or e["outcome"] == "CALL_TIMEOUT":
+            continue
+        start = e["event_time"] - e["latency_ms"]
+        if loop.view.is_available(scenario.cluster, e["broker_name"], start):
+            continue
+        others = [b for b in brokers if loop.view.is_available(scenario.cluster, b, start)]
+        violations += bool(others)
+        avoided += 1
+    assert violations == 0
+    without = simulate(load_scenario("default"))
+    sick = sick_intervals(scenario)
+
+    def sick_sends(evs: list[dict[str, Any]]) -> int:
+        return sum(
+            any(
+                a <= e["event_time"] - e["latency_ms"] < b
+                for a, b in sick.get(e["broker_name"], ())
+            )
+            for e in evs
+            if e["kind"] == "send_result" and e["outcome"] != "CALL_TIMEOUT"
+        )
+
+    assert sick_sends(events) < sick_sends(without)
+
+
+def test_evaluate_prints_every_strategy_and_ends_with_the_two_comparisons(tmp_path: Path) -> None:
+    result = faultline("evaluate", "--scenario", "quick", "--delay", "2s", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert re.fullmatch(r"sick-broker sends, faultline vs off: [-+]\d+%", lines[-2])
+    assert re.fullmatch(
+        r"sick-broker sends, faultline vs own \(rocketmq-4\.9\): [-+]\d+%", lines[-1]
+    )
+    for name in STRATEGIES:
+        assert any(line.startswith(f"{name} ") for line in lines), name
+
+
+@pytest.mark.parametrize("name", ["quick", "default"])
+def test_following_faultline_is_never_worse_than_the_producers_own_strategy(name: str) -> None:
+    results = evaluate(load_scenario(name), 2_000)
+    assert results["faultline"].sick_sends <= results["own"].sick_sends
+    assert results["faultline"].sick_sends < results["off"].sick_sends
