@@ -52,9 +52,7 @@ class DecisionView:
             return
         key = (str(decision["cluster"]), str(decision["broker_name"]))
         state = decision.get("state") or decision_state(str(decision["decision"]))
-        until = int(decision["available_from"])
-        if state == "ISOLATED":
-            until = max(until, seen_at + until - int(decision["effective_at"]))
+        until = held_until(decision, seen_at) if state == "ISOLATED" else 0
         self._seen.setdefault(key, []).append(seen_at)
         self._until.setdefault(key, []).append((state, until))
 
@@ -72,18 +70,12 @@ class DecisionView:
             return False
         return state != "ISOLATED" or now >= available_from
 
-    def isolations(self, cluster: str) -> dict[str, list[tuple[int, int]]]:
-        """Per broker of ``cluster``, each decision read: (when, until when it isolates);
-        ``until == when`` for one that does not isolate."""
-        out: dict[str, list[tuple[int, int]]] = {}
-        for (c, broker), seen in self._seen.items():
-            if c == cluster:
-                states = self._until[(c, broker)]
-                out[broker] = [
-                    (t, until if state == "ISOLATED" else t)
-                    for t, (state, until) in zip(seen, states, strict=True)
-                ]
-        return out
+
+def held_until(decision: dict[str, Any], seen_at: int) -> int:
+    """Until when a producer that read an isolating ``decision`` at ``seen_at`` keeps the broker
+    away: its ``available_from``, and at least its duration from ``seen_at``."""
+    until = int(decision["available_from"])
+    return max(until, seen_at + until - int(decision["effective_at"]))
 
 
 def decision_state(decision: str) -> str:

@@ -230,6 +230,11 @@ class JobConfig(_Strict):
     default_latency_fault_enable: bool = True
     allowed_lateness: Duration = 60_000
     max_future_skew: Duration = 3_600_000
+    send_msg_timeout: Duration = 3_000
+    """The producers' ``sendMsgTimeout``: the budget of a whole send, all attempts together."""
+    ignore_spent_budget: bool = True
+    """The cluster scope does not isolate a broker for a retry that failed only because the
+    send's budget ran out (RocketMQ does, and so does the producer scope)."""
     seed: int = 0
     static_routes: dict[str, list[RouteBroker]] = {}
     progress_interval: Duration = 2_000

@@ -12,9 +12,11 @@ Every producer of the scenario is run under each strategy in turn (same seed, sa
 
 What counts: a *sick-broker send* is an attempt that starts while the scenario's faults make its
 broker fail or answer slowly (an outage, the down half of a flap, a slow spell, a latency spike);
-*healthy isolated* is the time, per producer, that a broker was unavailable to it (its own
-FaultTable, and for ``faultline`` the decisions it read too) while the broker was not sick,
-during the traffic.
+*healthy isolated* is the time, per producer and during the traffic, that a broker was kept
+unavailable to it (by its own FaultTable, and for ``faultline`` by the decisions it read too) by
+an isolation that a send to the broker *while it was healthy* caused: a wrong isolation, such as
+RocketMQ's on a retry that inherited too little of the send's timeout. An isolation's tail after
+a sick broker recovers is not counted: it is the price of any isolation.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from streaming.client import decision_state
+from streaming.client import decision_state, held_until
 from streaming.config import ProducerSpec, Scenario
 from streaming.simulator import Loop, Record, simulate
 from udfs import engine
@@ -88,35 +90,13 @@ def _length(spans: list[Interval]) -> int:
     return sum(b - a for a, b in spans)
 
 
-def _minus(spans: list[Interval], holes: list[Interval]) -> int:
-    """The length of ``spans`` outside ``holes`` (both unions)."""
-    overlap = 0
-    for a, b in spans:
-        for c, d in holes:
-            overlap += max(0, min(b, d) - max(a, c))
-    return _length(spans) - overlap
+def _is_sick(sick: dict[str, list[Interval]], broker: str, at: int) -> bool:
+    return any(a <= at < b for a, b in sick.get(broker, ()))
 
 
-def _unavailable(updates: list[tuple[int, int]]) -> list[Interval]:
-    """The spans a table's successive updates ``(time, available_from)`` of one broker made it
-    unavailable: each holds until the next update replaces it."""
-    updates = sorted(updates)
-    spans = []
-    for i, (t, until) in enumerate(updates):
-        end = updates[i + 1][0] if i + 1 < len(updates) else until
-        spans.append((t, min(until, end)))
-    return _union(spans)
-
-
-def _decided(loop: Loop) -> dict[str, list[tuple[int, int]]]:
-    """The cluster scope's own isolations per broker, as updates ``(time, available_from)``."""
-    out: dict[str, list[tuple[int, int]]] = {}
-    for d in loop.decisions:
-        if not d["decision"].startswith("ROUTE"):
-            t = int(d["effective_at"])
-            until = int(d["available_from"]) if decision_state(d["decision"]) == "ISOLATED" else t
-            out.setdefault(str(d["broker_name"]), []).append((t, until))
-    return out
+def _wrong(spans: Iterable[tuple[int, int, int]], sick: list[Interval]) -> list[Interval]:
+    """Of isolations ``(sent_at, from, until)``, those a send to a healthy broker caused."""
+    return _union((t, until) for sent, t, until in spans if not _is_sick({"b": sick}, "b", sent))
 
 
 def measure(
@@ -126,10 +106,9 @@ def measure(
     sends = [
         e for e in events if e["kind"] == "send_result" and e["outcome"] != Outcome.CALL_TIMEOUT
     ]
-    sick_sends = 0
-    for e in sends:
-        start = e["event_time"] - e["latency_ms"]
-        sick_sends += any(a <= start < b for a, b in sick.get(e["broker_name"], ()))
+    sick_sends = sum(
+        _is_sick(sick, e["broker_name"], e["event_time"] - e["latency_ms"]) for e in sends
+    )
     failed = sum(not Outcome(e["outcome"]).returned for e in sends)
     retries = sum(e["attempt"] > 0 for e in sends)
     calls: dict[tuple[str, str, int], int] = {}
@@ -139,28 +118,35 @@ def measure(
             calls[key] = calls.get(key, 0) + int(e["latency_ms"])
     times = np.array(list(calls.values()) or [0])
     traffic = (scenario.start, scenario.start + scenario.duration)
-    view = loop.view.isolations(scenario.cluster) if loop is not None else {}
+    sent_at = {e["event_id"]: e["event_time"] - e["latency_ms"] for e in sends}
+    decided: dict[str, list[tuple[int, int, int]]] = {}
+    read: dict[str, list[tuple[int, int, int]]] = {}
+    for d in loop.decisions if loop is not None else []:
+        if decision_state(d["decision"]) == "ISOLATED" and d["cause_event_id"] in sent_at:
+            b, sent, t = d["broker_name"], sent_at[d["cause_event_id"]], d["effective_at"]
+            decided.setdefault(b, []).append((sent, t, d["available_from"]))
+            seen = t + loop.delay  # type: ignore[union-attr]
+            read.setdefault(b, []).append((sent, seen, held_until(d, seen)))
+
+    def clipped(spans: list[Interval]) -> int:
+        return _length(_union((max(a, traffic[0]), min(c, traffic[1])) for a, c in spans))
+
     producers = [p for spec in scenario.producers for p in spec.expand()]
     isolated = 0
     for p in producers:
-        brokers = {b for (pid, b) in record.own if pid == p.id}
-        if p.strategy == "faultline":
-            brokers |= set(view)
-        for b in brokers:
-            spans = _unavailable(record.own.get((p.id, b), []))
+        own = {b: spans for (pid, b), spans in record.own.items() if pid == p.id}
+        for b in set(own) | (set(read) if p.strategy == "faultline" else set()):
+            spans = _wrong(own.get(b, []), sick.get(b, []))
             if p.strategy == "faultline":
-                spans = _union([*spans, *_unavailable(view.get(b, []))])
-            clipped = _union((max(a, traffic[0]), min(c, traffic[1])) for a, c in spans)
-            isolated += _minus(clipped, sick.get(b, []))
-    decided = None
-    if loop is not None:
-        decided = sum(
-            _minus(_union((max(a, traffic[0]), min(c, traffic[1])) for a, c in
-                          _unavailable(updates)), sick.get(b, []))
-            for b, updates in _decided(loop).items()
-        ) / 1000  # fmt: skip
+                spans = _union([*spans, *_wrong(read.get(b, []), sick.get(b, []))])
+            isolated += clipped(spans)
+    wrongly = (
+        sum(clipped(_wrong(spans, sick.get(b, []))) for b, spans in decided.items()) / 1000
+        if loop is not None
+        else None
+    )
     return Figures(
-        decided_healthy_isolated_s=decided,
+        decided_healthy_isolated_s=wrongly,
         sick_sends=sick_sends,
         sends=len(sends),
         failed=failed,

@@ -63,6 +63,8 @@ def engine_config(config: JobConfig) -> engine.EngineConfig:
         static_routes=routes,
         seed=config.seed,
         delays=DelayPolicy(DelayLevels.parse(config.delay_levels), config.max_redeliveries),
+        send_msg_timeout_ms=config.send_msg_timeout,
+        ignore_spent_budget=config.ignore_spent_budget,
     )
 
 

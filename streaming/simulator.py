@@ -64,9 +64,9 @@ class _Wait:
 class Record:
     """What the simulated producers did besides their events, for ``faultline evaluate``."""
 
-    own: dict[tuple[str, str], list[tuple[int, int]]] = field(default_factory=dict)
-    """(producer, broker) -> each update of the producer's own FaultTable: (time, the time the
-    broker is available from)."""
+    own: dict[tuple[str, str], list[tuple[int, int, int]]] = field(default_factory=dict)
+    """(producer, broker) -> each update of the producer's own FaultTable that isolates: (when
+    the attempt started, the update's time, the time the broker is available from)."""
     dlq: int = 0
     """Messages that faultline sent to the DLQ after their last redelivery failed."""
 
@@ -458,9 +458,9 @@ def _produce(
                         when,
                         report.reachable,
                     )
-                    if record is not None and item is not None:
+                    if record is not None and item is not None and item.start_timestamp > when:
                         key = (spec.id, queue.broker_name)
-                        record.own.setdefault(key, []).append((when, item.start_timestamp))
+                        record.own.setdefault(key, []).append((at, when, item.start_timestamp))
             cost += response.latency
             if effect.next is Next.FAIL:
                 _resend(resends, done_at, message_id, redelivery, record)

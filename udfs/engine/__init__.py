@@ -52,7 +52,7 @@ from udfs.engine._delays import schedule_batch
 from udfs.engine._faults import open_tables, settle
 from udfs.engine._nameserver import follow
 from udfs.engine._output import Out
-from udfs.engine._producers import evict, segments, touch
+from udfs.engine._producers import evict, segments, spent_budget, touch
 from udfs.engine._queues import Queues
 from udfs.engine._routing import decide
 from udfs.engine._routing_table import publish
@@ -140,12 +140,20 @@ def _apply(
     """The stages, for admitted events in event-time order, up to the clock ``clock_end``."""
     sends = with_defaults(events[events["kind"] == "send_result"], config)
     touch(state, sends)
+    spent = spent_budget(state, sends, config) if config.ignore_spent_budget else None
     after = next_steps(sends, config)
     mine = sends[shard.mask(sends["producer_id"].to_numpy(object))]
     scopes = [s for s in config.scopes if s == PRODUCER or shard.lead]
     routes = follow(cluster, state, events, clock_end, config, out if shard.lead else None)
     opened = {
-        s: open_tables(cluster, state, s, sends if s == CLUSTER else mine, config) for s in scopes
+        s: open_tables(
+            cluster,
+            state,
+            s,
+            (sends if spent is None else sends[~spent]) if s == CLUSTER else mine,
+            config,
+        )
+        for s in scopes
     }
     queues = Queues()
     retries = sends[after == Next.RETRY]

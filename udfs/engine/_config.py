@@ -39,6 +39,11 @@ class EngineConfig:
     profiles: Mapping[str, Profile] = field(default_factory=lambda: dict(PROFILES))
     seed: int = 0
     delays: DelayPolicy = field(default_factory=DelayPolicy)
+    send_msg_timeout_ms: int = 3_000
+    """The producers' ``sendMsgTimeout``: the budget of a whole send, all attempts together."""
+    ignore_spent_budget: bool = True
+    """The cluster scope does not take a retry's failure that the send's spent budget explains
+    (see :func:`udfs.engine._producers.spent_budget`); the producer scope does, as RocketMQ."""
 
     def profile(self, name: str) -> Profile:
         return self.profiles[name]

@@ -22,6 +22,7 @@ import pandas as pd
 from udfs.engine._config import PRODUCER, EngineConfig
 from udfs.engine._output import Out
 from udfs.engine._shards import Shard
+from udfs.rocketmq import Outcome
 
 
 def segments(
@@ -74,6 +75,56 @@ def touch(state: dict[str, Any], sends: pd.DataFrame) -> None:
             known[pid] = {"last": t, "eid": eid, "pub": {}}
         elif t >= producer["last"]:
             producer["last"], producer["eid"] = t, eid
+
+
+def spent_budget(state: dict[str, Any], sends: pd.DataFrame, config: EngineConfig) -> np.ndarray:
+    """Which sends are retries that failed only because the send's budget ran out: a timeout
+    or connection failure (any outcome but a broker's answer) on attempt > 0 that lasted at least
+    what was left of ``send_msg_timeout_ms`` when it started (the time since the send's first
+    attempt started). RocketMQ isolates the broker of such a retry, which is healthy as far as
+    anyone knows: the earlier attempts spent the time (a latency spike longer than the timeout
+    makes every send's retry fail this way). Each producer's latest first attempt is kept in the
+    state, so a retry in a later batch than its first attempt is judged alike."""
+    out = np.zeros(len(sends), dtype=bool)
+    if not len(sends):
+        return out
+    frame = pd.DataFrame(
+        {
+            "pid": sends["producer_id"].to_numpy(object),
+            "key": (
+                sends["message_id"].astype(str)
+                + "|"
+                + sends["redelivery_count"].fillna(0).astype(int).astype(str)
+            ).to_numpy(object),
+            "start": sends["event_time"].to_numpy(np.int64)
+            - sends["latency_ms"].to_numpy(np.int64),
+            "latency": sends["latency_ms"].to_numpy(np.int64),
+        }
+    )
+    attempt = sends["attempt"].to_numpy(np.int64)
+    firsts = frame[attempt == 0].drop_duplicates(["pid", "key"], keep="last")
+    failed = np.flatnonzero((attempt > 0) & ~sends["outcome"].isin(RETURNED).to_numpy(bool))
+    known = state["producers"]
+    if len(failed):
+        retries = frame.iloc[failed]
+        first = retries.merge(firsts, on=["pid", "key"], how="left", suffixes=("", "_0"))
+        began = first["start_0"].to_numpy(np.float64, copy=True)
+        for j in np.flatnonzero(np.isnan(began)):  # its first attempt came in an earlier batch
+            send = known.get(retries["pid"].iat[int(j)], {}).get("send")
+            if send is not None and send[0] == retries["key"].iat[int(j)]:
+                began[j] = send[1]
+        left = config.send_msg_timeout_ms - (retries["start"].to_numpy(np.int64) - began)
+        with np.errstate(invalid="ignore"):
+            spent = (left < config.send_msg_timeout_ms) & (retries["latency"].to_numpy() >= left)
+        out[failed] = spent
+    latest = firsts.drop_duplicates("pid", keep="last")
+    for pid, key, start in latest[["pid", "key", "start"]].itertuples(index=False):
+        known[pid]["send"] = [key, int(start)]  # its latest first attempt
+    return out
+
+
+RETURNED = tuple(o.value for o in Outcome if o.returned)
+"""Outcomes where the broker answered."""
 
 
 def evict(
