@@ -41,9 +41,14 @@ class DecisionView:
     decision delay, a consumer that lagged) is therefore not over before it is used: a 2 s
     isolation read 2 s after it began would otherwise never keep a send away."""
 
-    def __init__(self) -> None:
+    def __init__(self, probe_share: float = 1.0) -> None:
+        self.probe_share = probe_share
+        """Recovery probing (1.0: off): when an isolation ends, the broker takes only this share
+        of the picks for as long again as the isolation lasted, so a broker that is still sick
+        fails a few sends, not a burst of them, before it is isolated again."""
         self._seen: dict[tuple[str, str], list[int]] = {}
-        self._until: dict[tuple[str, str], list[tuple[str, int]]] = {}
+        self._until: dict[tuple[str, str], list[tuple[str, int, int]]] = {}
+        self._calls = 0
 
     def apply(self, decision: dict[str, Any], seen_at: int) -> None:
         """One message of the decision topic (a ``broker_decisions`` row with ``state``), read
@@ -52,12 +57,23 @@ class DecisionView:
             return
         key = (str(decision["cluster"]), str(decision["broker_name"]))
         state = decision.get("state") or decision_state(str(decision["decision"]))
-        until = held_until(decision, seen_at) if state == "ISOLATED" else 0
+        before = self._until.get(key)
+        probe_end = before[-1][2] if before else 0
+        until = 0
+        if state == "ISOLATED":
+            until = held_until(decision, seen_at)
+            duration = int(decision["available_from"]) - int(decision["effective_at"])
+            probe_end = max(probe_end, until + duration)
         self._seen.setdefault(key, []).append(seen_at)
-        self._until.setdefault(key, []).append((state, until))
+        self._until.setdefault(key, []).append((state, until, probe_end))
 
-    def is_available(self, cluster: str, broker: str, now: int | None = None) -> bool:
-        """Whether faultline lets ``broker`` take sends at ``now`` (default: the wall clock)."""
+    def is_available(
+        self, cluster: str, broker: str, now: int | None = None, ticket: int | None = None
+    ) -> bool:
+        """Whether faultline lets ``broker`` take a send at ``now`` (default: the wall clock).
+        While the broker is on probation (:attr:`probe_share`), ``ticket`` (any integer that
+        varies from send to send) decides which sends it takes; without one, every
+        ``1 / probe_share``-th call does."""
         now = int(time.time() * 1000) if now is None else now
         seen = self._seen.get((cluster, broker))
         if not seen:
@@ -65,10 +81,15 @@ class DecisionView:
         i = bisect.bisect_right(seen, now) - 1
         if i < 0:
             return True
-        state, available_from = self._until[(cluster, broker)][i]
-        if state == "OUT_OF_ROUTE":
+        state, until, probe_end = self._until[(cluster, broker)][i]
+        if state == "OUT_OF_ROUTE" or (state == "ISOLATED" and now < until):
             return False
-        return state != "ISOLATED" or now >= available_from
+        if now < probe_end and self.probe_share < 1.0:
+            if ticket is None:
+                self._calls += 1
+                ticket = self._calls
+            return (ticket % 10_000) < self.probe_share * 10_000
+        return True
 
 
 def held_until(decision: dict[str, Any], seen_at: int) -> int:

@@ -5,6 +5,8 @@ Every producer of the scenario is run under each strategy in turn (same seed, sa
 - ``off``: its own profile with the latency fault switch off (RocketMQ 4.x's default);
 - ``own``: as the scenario configures it;
 - ``own (rocketmq-4.9)``: RocketMQ 4.9.7 with the switch on;
+- ``faultline, probing``: as ``faultline``, with recovery probing in the client: when an
+  isolation ends, the broker takes :data:`PROBE_SHARE` of the picks for as long again;
 - ``faultline``: as ``own``, also avoiding what the cluster scope's decisions isolate, read
   ``decision_delay`` after each decision's event time from the engine running on the events as
   they happen (:class:`streaming.simulator.Loop`). It is never worse off than ``own``: the gain
@@ -43,7 +45,11 @@ STRATEGIES: dict[str, Callable[[ProducerSpec], ProducerSpec]] = {
         update={"strategy": "own", "profile": "rocketmq-4.9", "latency_fault_enable": True}
     ),
     "faultline": lambda p: p.model_copy(update={"strategy": "faultline"}),
+    "faultline, probing": lambda p: p.model_copy(update={"strategy": "faultline"}),
 }
+PROBE_SHARE = 0.05
+"""The ``faultline, probing`` row: after an isolation ends, the broker takes 5% of the picks for
+as long again (:attr:`streaming.client.DecisionView.probe_share`)."""
 SICK = ("outage", "flapping", "slow", "latency_spike")
 
 
@@ -171,7 +177,10 @@ def evaluate(
             }
         )
         record = Record()
-        loop = Loop(changed.cluster, delay_ms, config) if name == "faultline" else None
+        loop = None
+        if name.startswith("faultline"):
+            share = PROBE_SHARE if name == "faultline, probing" else 1.0
+            loop = Loop(changed.cluster, delay_ms, config, probe_share=share)
         events = simulate(changed, record=record, loop=loop)
         results[name] = measure(changed, events, record, loop)
     return results

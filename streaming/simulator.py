@@ -14,6 +14,7 @@ import heapq
 import json
 import os
 import random
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,7 +78,13 @@ class Loop:
     decisions reaches the ``faultline`` producers ``delay`` after its event time, as they would
     read it from the compacted decision topic (:class:`~streaming.client.DecisionView`)."""
 
-    def __init__(self, cluster: str, delay: int, config: engine.EngineConfig | None = None):
+    def __init__(
+        self,
+        cluster: str,
+        delay: int,
+        config: engine.EngineConfig | None = None,
+        probe_share: float = 1.0,
+    ):
         if delay <= 0:
             raise ValueError("the decision delay must be positive")
         self.cluster = cluster
@@ -87,7 +94,7 @@ class Loop:
         self.state: dict[str, Any] | None = None
         self.pending: list[dict[str, Any]] = []
         self.done = -(2**63)
-        self.view = DecisionView()
+        self.view = DecisionView(probe_share)
         self.decisions: list[dict[str, Any]] = []
         """Every cluster-scope decision, in event-time order."""
 
@@ -415,7 +422,10 @@ def _produce(
                 break
             queue = selection.queue
             if follow and loop is not None:
-                queue = _avoid(loop, scenario.cluster, info.queues, queue, table, switch, at, last)
+                ticket = zlib.crc32(f"{spec.id}/{seq}".encode())
+                queue = _avoid(
+                    loop, scenario.cluster, info.queues, queue, table, switch, at, last, ticket
+                )
             budget = attempt_timeout(profile, SEND_MSG_TIMEOUT_MS, cost, attempt + 1 < total)
             event = {
                 **base,
@@ -528,16 +538,17 @@ def _avoid(
     switch: bool,
     at: int,
     last: str | None,
+    ticket: int,
 ) -> MessageQueue:
     """A ``faultline`` producer's queue: its own strategy's, unless faultline isolates that
     broker at ``at``; then the next queue round robin whose broker neither faultline nor (with
     the switch on) its own table isolates, preferring another broker than the last attempt's."""
-    if loop.view.is_available(cluster, chosen.broker_name, at):
+    if loop.view.is_available(cluster, chosen.broker_name, at, ticket):
         return chosen
 
     def usable(broker: str) -> bool:
         own = not switch or table.is_available(broker, at)
-        return own and loop.view.is_available(cluster, broker, at)
+        return own and loop.view.is_available(cluster, broker, at, ticket)
 
     start = queues.index(chosen) if chosen in queues else 0
     return pick(queues, start, usable, last)

@@ -43,6 +43,18 @@ def test_a_decision_read_late_still_isolates_for_its_whole_duration() -> None:
     assert view.is_available("C", "never-seen", T)
 
 
+def test_recovery_probing_lets_a_share_of_sends_through_after_an_isolation() -> None:
+    view = DecisionView(probe_share=0.25)
+    view.apply(_decision("ISOLATE", "b", T, T + 10_000), seen_at=T)
+    assert not any(view.is_available("C", "b", T + 5_000, ticket) for ticket in range(100))
+    during = [view.is_available("C", "b", T + 15_000, ticket) for ticket in range(10_000)]
+    assert sum(during) == 2_500  # a quarter of the sends, for as long again as the isolation
+    assert all(view.is_available("C", "b", T + 20_000, ticket) for ticket in range(100))
+    plain = DecisionView()
+    plain.apply(_decision("ISOLATE", "b", T, T + 10_000), seen_at=T)
+    assert plain.is_available("C", "b", T + 10_000)  # without probing: all traffic at once
+
+
 def _faultline(name: str) -> Any:
     scenario = load_scenario(name)
     return scenario.model_copy(
@@ -116,7 +128,7 @@ def test_evaluate_prints_every_strategy_and_ends_with_the_two_comparisons(tmp_pa
         assert any(line.startswith(f"{name} ") for line in lines), name
 
 
-@pytest.mark.parametrize("name", ["quick", "default"])
+@pytest.mark.parametrize("name", ["default", "spike-timeout"])
 def test_following_faultline_is_never_worse_than_the_producers_own_strategy(name: str) -> None:
     results = evaluate(load_scenario(name), 2_000)
     assert results["faultline"].sick_sends <= results["own"].sick_sends
