@@ -8,9 +8,7 @@ way a RocketMQ ``MessageQueueSelector`` would, from the queues the producer has,
 brokers faultline isolates. Neither touches Kafka: :class:`DecisionClient` keeps a view up to
 date from the topic with confluent-kafka, in a thread of its own.
 
-    client = DecisionClient("kafka:9092", "faultline.decisions")
-    client.start()
-    ...
+    client = DecisionClient("kafka:9092", "faultline.decisions").start()
     queue = pick(queues, start=counter, usable=lambda b: client.is_available("Cluster", b),
                  last_broker=previous_broker)
 
@@ -142,10 +140,16 @@ class DecisionClient:
     """A :class:`DecisionView` kept up to date from the decision topic, read from its start
     (it is compacted: the latest decision per broker is kept) by a background thread."""
 
-    def __init__(self, bootstrap: str, topic: str, options: dict[str, str] | None = None):
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        options: dict[str, str] | None = None,
+        probe_share: float = 1.0,
+    ):
         from confluent_kafka import Consumer
 
-        self.view = DecisionView()
+        self.view = DecisionView(probe_share)
         self.topic = topic
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -182,9 +186,9 @@ class DecisionClient:
         while not self._stop.is_set():
             self.poll_once(0.5)
 
-    def is_available(self, cluster: str, broker: str) -> bool:
+    def is_available(self, cluster: str, broker: str, ticket: int | None = None) -> bool:
         with self._lock:
-            return self.view.is_available(cluster, broker)
+            return self.view.is_available(cluster, broker, ticket=ticket)
 
     def close(self) -> None:
         self._stop.set()
