@@ -96,13 +96,13 @@ def _length(spans: list[Interval]) -> int:
     return sum(b - a for a, b in spans)
 
 
-def _is_sick(sick: dict[str, list[Interval]], broker: str, at: int) -> bool:
-    return any(a <= at < b for a, b in sick.get(broker, ()))
+def _inside(spans: list[Interval], t: int) -> bool:
+    return any(a <= t < b for a, b in spans)
 
 
-def _wrong(spans: Iterable[tuple[int, int, int]], sick: list[Interval]) -> list[Interval]:
+def _wrong(isolations: Iterable[tuple[int, int, int]], sick: list[Interval]) -> list[Interval]:
     """Of isolations ``(sent_at, from, until)``, those a send to a healthy broker caused."""
-    return _union((t, until) for sent, t, until in spans if not _is_sick({"b": sick}, "b", sent))
+    return _union((t, until) for sent, t, until in isolations if not _inside(sick, sent))
 
 
 def measure(
@@ -113,7 +113,7 @@ def measure(
         e for e in events if e["kind"] == "send_result" and e["outcome"] != Outcome.CALL_TIMEOUT
     ]
     sick_sends = sum(
-        _is_sick(sick, e["broker_name"], e["event_time"] - e["latency_ms"]) for e in sends
+        _inside(sick.get(e["broker_name"], []), e["event_time"] - e["latency_ms"]) for e in sends
     )
     failed = sum(not Outcome(e["outcome"]).returned for e in sends)
     retries = sum(e["attempt"] > 0 for e in sends)
@@ -138,9 +138,12 @@ def measure(
         return _length(_union((max(a, traffic[0]), min(c, traffic[1])) for a, c in spans))
 
     producers = [p for spec in scenario.producers for p in spec.expand()]
+    owns: dict[str, dict[str, list[tuple[int, int, int]]]] = {}
+    for (pid, b), updates in record.own.items():
+        owns.setdefault(pid, {})[b] = updates
     isolated = 0
     for p in producers:
-        own = {b: spans for (pid, b), spans in record.own.items() if pid == p.id}
+        own = owns.get(p.id, {})
         for b in set(own) | (set(read) if p.strategy == "faultline" else set()):
             spans = _wrong(own.get(b, []), sick.get(b, []))
             if p.strategy == "faultline":

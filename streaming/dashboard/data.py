@@ -34,7 +34,7 @@ import pyarrow.dataset as ds
 from streaming import explain
 from streaming.sink import table_schema
 from udfs.errors import FaultlineError
-from udfs.rocketmq import PROFILES
+from udfs.rocketmq import PROFILES, Outcome
 from udfs.schema import BATCHES, TABLE_FORMAT, TABLES, TIME_COLUMNS
 
 log = logging.getLogger("faultline.dashboard")
@@ -51,7 +51,7 @@ EXAMPLES = 3
 """Example records kept per quarantine reason and per late-event kind."""
 BATCH_ROWS = 2_000
 """The most recent batches the job-health panel keeps."""
-RETURNED = ("SEND_OK", "FLUSH_DISK_TIMEOUT", "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE")
+RETURNED = tuple(o.value for o in Outcome if o.returned)
 """Outcomes where the broker answered: any other is a failed send."""
 _FORMAT = re.compile(r"faultline table format (\d+)")
 _REASON = re.compile(r"after (\d+) ms( \(isolation\))?")
