@@ -320,6 +320,17 @@ def _timeline(model: Model, cluster: str, producers: list[str]) -> go.Figure:
         )
     brokers = model.latency(cluster)["broker_name"]
     labels = sorted({*map(_label, windows.to_dict("records")), *brokers, *marks["broker_name"]})
+    if labels and clock is not None:  # a row for every broker, also one never isolated
+        fig.add_trace(
+            go.Scatter(
+                x=_utc([clock] * len(labels)),
+                y=labels,
+                mode="markers",
+                marker={"opacity": 0},
+                showlegend=False,
+                hoverinfo="skip",
+            )
+        )
     fig.update_layout(
         barmode="overlay",
         height=140 + 28 * max(len(labels), 1),
