@@ -2,10 +2,10 @@
 
 faultline publishes the cluster scope's decisions to a compacted topic (``faultline.decisions``):
 key ``broker/<cluster>/<broker>``, the latest decision for that broker, with ``state``
-(``ISOLATED``, ``AVAILABLE`` or ``OUT_OF_ROUTE``) and ``available_from``. :class:`DecisionView`
-holds them and answers :meth:`~DecisionView.is_available`; :func:`pick` chooses a queue the
-way a RocketMQ ``MessageQueueSelector`` would, from the queues the producer has, skipping the
-brokers faultline isolates. Neither touches Kafka: :class:`DecisionClient` keeps a view up to
+(``ISOLATED``, ``AVAILABLE``, ``PROBING`` or ``OUT_OF_ROUTE``) and ``available_from``.
+:class:`DecisionView` holds them and answers :meth:`~DecisionView.is_available`; :func:`pick`
+chooses a queue the way a RocketMQ ``MessageQueueSelector`` would, from the queues the producer
+has, skipping the brokers faultline isolates. Neither touches Kafka: :class:`DecisionClient` keeps a view up to
 date from the topic with confluent-kafka, in a thread of its own.
 
     client = DecisionClient("kafka:9092", "faultline.decisions").start()
@@ -29,6 +29,9 @@ from typing import Any, TypeVar
 Q = TypeVar("Q")
 
 
+_GOLDEN = 0.6180339887498949
+
+
 class DecisionView:
     """The decisions a producer has read, per (cluster, broker), each from the time it was
     read (``seen_at``): :meth:`is_available` at ``now`` uses those read by ``now``.
@@ -37,15 +40,13 @@ class DecisionView:
     (``available_from - effective_at``) from when it was read, as a RocketMQ producer isolates a
     broker for the duration from when it sees the failure itself. A decision read late (the
     decision delay, a consumer that lagged) is therefore not over before it is used: a 2 s
-    isolation read 2 s after it began would otherwise never keep a send away."""
+    isolation read 2 s after it began would otherwise never keep a send away. A broker on
+    probation (``PROBE``, recovery probing) takes the message's ``share`` of the sends, for the
+    probation's duration from when it was read."""
 
-    def __init__(self, probe_share: float = 1.0) -> None:
-        self.probe_share = probe_share
-        """Recovery probing (1.0: off): when an isolation ends, the broker takes only this share
-        of the picks for as long again as the isolation lasted, so a broker that is still sick
-        fails a few sends, not a burst of them, before it is isolated again."""
+    def __init__(self) -> None:
         self._seen: dict[tuple[str, str], list[int]] = {}
-        self._until: dict[tuple[str, str], list[tuple[str, int, int]]] = {}
+        self._held: dict[tuple[str, str], list[tuple[str, int, float]]] = {}
         self._calls = 0
 
     def apply(self, decision: dict[str, Any], seen_at: int) -> None:
@@ -55,54 +56,75 @@ class DecisionView:
             return
         key = (str(decision["cluster"]), str(decision["broker_name"]))
         state = decision.get("state") or decision_state(str(decision["decision"]))
-        before = self._until.get(key)
-        probe_end = before[-1][2] if before else 0
-        until = 0
-        if state == "ISOLATED":
-            until = held_until(decision, seen_at)
-            duration = int(decision["available_from"]) - int(decision["effective_at"])
-            probe_end = max(probe_end, until + duration)
+        until = held_until(decision, seen_at) if state in ("ISOLATED", "PROBING") else 0
+        share = float(decision.get("share") or 1.0) if state == "PROBING" else 1.0
         self._seen.setdefault(key, []).append(seen_at)
-        self._until.setdefault(key, []).append((state, until, probe_end))
+        self._held.setdefault(key, []).append((state, until, share))
 
     def is_available(
         self, cluster: str, broker: str, now: int | None = None, ticket: int | None = None
     ) -> bool:
         """Whether faultline lets ``broker`` take a send at ``now`` (default: the wall clock).
-        While the broker is on probation (:attr:`probe_share`), ``ticket`` (any integer that
-        varies from send to send) decides which sends it takes; without one, every
-        ``1 / probe_share``-th call does."""
+        While the broker is on probation, ``ticket`` (an integer that varies from send to send,
+        such as a counter) decides which sends it takes; without one, the calls are counted."""
         now = int(time.time() * 1000) if now is None else now
         seen = self._seen.get((cluster, broker))
-        if not seen:
-            return True
-        i = bisect.bisect_right(seen, now) - 1
+        i = bisect.bisect_right(seen, now) - 1 if seen else -1
         if i < 0:
             return True
-        state, until, probe_end = self._until[(cluster, broker)][i]
+        state, until, share = self._held[(cluster, broker)][i]
         if state == "OUT_OF_ROUTE" or (state == "ISOLATED" and now < until):
             return False
-        if now < probe_end and self.probe_share < 1.0:
+        if state == "PROBING" and now < until:
             if ticket is None:
                 self._calls += 1
                 ticket = self._calls
-            return (ticket % 10_000) < self.probe_share * 10_000
+            return (ticket * _GOLDEN) % 1.0 < share  # consecutive tickets spread evenly
         return True
 
 
 def held_until(decision: dict[str, Any], seen_at: int) -> int:
-    """Until when a producer that read an isolating ``decision`` at ``seen_at`` keeps the broker
-    away: its ``available_from``, and at least its duration from ``seen_at``."""
+    """Until when a producer that read an isolating (or probing) ``decision`` at ``seen_at``
+    keeps to it: its ``available_from``, and at least its duration from ``seen_at``."""
     until = int(decision["available_from"])
     return max(until, seen_at + until - int(decision["effective_at"]))
 
 
+POLICY_STATES = {
+    "OUTLIER": "ISOLATED",
+    "HOLD": "ISOLATED",
+    "PANIC": "AVAILABLE",
+    "PROBE": "PROBING",
+    "RELEASE": "AVAILABLE",
+}
+"""The decisions of faultline's own policies (``udfs.engine._policies``) and their states."""
+_STATES = {
+    "ROUTE_EXPIRED": "OUT_OF_ROUTE",
+    "RESTORE": "AVAILABLE",
+    "ROUTE_RESTORED": "AVAILABLE",
+    **POLICY_STATES,
+}
+
+
 def decision_state(decision: str) -> str:
-    """What a ``broker_decisions`` row means to a producer: ``ISOLATED``, ``AVAILABLE`` or
-    ``OUT_OF_ROUTE``."""
-    if decision == "ROUTE_EXPIRED":
-        return "OUT_OF_ROUTE"
-    return "AVAILABLE" if decision in ("RESTORE", "ROUTE_RESTORED") else "ISOLATED"
+    """What a ``broker_decisions`` row means to a producer: ``ISOLATED``, ``AVAILABLE``,
+    ``PROBING`` (takes a share of the sends) or ``OUT_OF_ROUTE``."""
+    return _STATES.get(decision, "ISOLATED")
+
+
+def message(row: dict[str, Any], probe_share: float | None) -> dict[str, Any]:
+    """A ``broker_decisions`` row as the decision topic carries it: with its ``state``, and for
+    a probation the share of the sends the broker takes."""
+    state = decision_state(str(row["decision"]))
+    return {**row, "state": state, **({"share": probe_share} if state == "PROBING" else {})}
+
+
+def publish_order(row: dict[str, Any]) -> tuple[int, int]:
+    """The order of the decision topic: by ``effective_at``; at one instant the restorations
+    first, then RocketMQ's own decisions, then the policies' (which have the last word)."""
+    decision = str(row["decision"])
+    rank = 0 if decision in ("RESTORE", "ROUTE_RESTORED") else 1 + (decision in POLICY_STATES)
+    return int(row["effective_at"]), rank
 
 
 def pick(
@@ -145,11 +167,10 @@ class DecisionClient:
         bootstrap: str,
         topic: str,
         options: dict[str, str] | None = None,
-        probe_share: float = 1.0,
     ):
         from confluent_kafka import Consumer
 
-        self.view = DecisionView(probe_share)
+        self.view = DecisionView()
         self.topic = topic
         self._lock = threading.Lock()
         self._stop = threading.Event()

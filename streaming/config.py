@@ -207,6 +207,34 @@ class RouteBroker(_Strict):
     perm: int = 6
 
 
+Share = Annotated[float, Field(gt=0, lt=1)]
+
+
+class PoliciesConfig(_Strict):
+    """faultline's own rules over the cluster scope's decisions, each off while its first key
+    is null (``udfs.engine._policies``)."""
+
+    isolation_cap: Share | None = None
+    """At most this share of a topic's writable brokers isolated at once (0.5: half)."""
+    latency_outlier_factor: Annotated[float, Field(gt=1)] | None = None
+    """Isolate a broker whose mean latency over a window is this many times its topic's median."""
+    latency_outlier_window: Duration = 10_000
+    latency_outlier_min_sends: PositiveInt = 5
+    latency_outlier_min_latency: Duration = 100
+    latency_outlier_isolation: Duration = 30_000
+    recovery_probe_share: Share | None = None
+    """A broker whose isolation ends takes this share of the sends for as long as it was
+    isolated (at most ``recovery_probe_max``), then all of them."""
+    recovery_probe_max: Duration = 60_000
+
+    @field_validator("latency_outlier_window")
+    @classmethod
+    def _window_positive(cls, value: int) -> int:
+        if value <= 0:
+            raise ValueError("the window must be more than 0 ms, e.g. 10s")
+        return value
+
+
 class JobConfig(_Strict):
     source: Literal["simulator", "files", "kafka"] = "simulator"
     path: str | None = None
@@ -235,6 +263,7 @@ class JobConfig(_Strict):
     ignore_spent_budget: bool = True
     """The cluster scope does not isolate a broker for a retry that failed only because the
     send's budget ran out (RocketMQ does, and so does the producer scope)."""
+    policies: PoliciesConfig = PoliciesConfig()
     seed: int = 0
     static_routes: dict[str, list[RouteBroker]] = {}
     progress_interval: Duration = 2_000

@@ -5,12 +5,12 @@ Every producer of the scenario is run under each strategy in turn (same seed, sa
 - ``off``: its own profile with the latency fault switch off (RocketMQ 4.x's default);
 - ``own``: as the scenario configures it;
 - ``own (rocketmq-4.9)``: RocketMQ 4.9.7 with the switch on;
-- ``faultline, probing``: as ``faultline``, with recovery probing in the client: when an
-  isolation ends, the broker takes :data:`PROBE_SHARE` of the picks for as long again;
 - ``faultline``: as ``own``, also avoiding what the cluster scope's decisions isolate, read
   ``decision_delay`` after each decision's event time from the engine running on the events as
   they happen (:class:`streaming.simulator.Loop`). It is never worse off than ``own``: the gain
-  comes from the producers that have not failed on a sick broker themselves yet.
+  comes from the producers that have not failed on a sick broker themselves yet;
+- ``faultline + <policy>``: as ``faultline``, with one of faultline's own policies on
+  (:data:`POLICIES`; ``udfs.engine._policies``), and ``faultline + all`` with all of them.
 
 What counts: a *sick-broker send* is an attempt that starts while the scenario's faults make its
 broker fail or answer slowly (an outage, the down half of a flap, a slow spell, a latency spike);
@@ -30,7 +30,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from streaming.client import decision_state, held_until
+from streaming.client import decision_state, held_until, publish_order
 from streaming.config import ProducerSpec, Scenario
 from streaming.simulator import Loop, Record, simulate
 from udfs import engine
@@ -45,11 +45,14 @@ STRATEGIES: dict[str, Callable[[ProducerSpec], ProducerSpec]] = {
         update={"strategy": "own", "profile": "rocketmq-4.9", "latency_fault_enable": True}
     ),
     "faultline": lambda p: p.model_copy(update={"strategy": "faultline"}),
-    "faultline, probing": lambda p: p.model_copy(update={"strategy": "faultline"}),
 }
-PROBE_SHARE = 0.05
-"""The ``faultline, probing`` row: after an isolation ends, the broker takes 5% of the picks for
-as long again (:attr:`streaming.client.DecisionView.probe_share`)."""
+POLICIES = {
+    "probing": {"probe_share": 0.05},
+    "outliers": {"outlier_factor": 3.0},
+    "cap": {"isolation_cap": 0.5},
+}
+"""The policy each ``faultline + <policy>`` row turns on, with this setting unless the
+configuration sets one (its other settings come from the configuration)."""
 SICK = ("outage", "flapping", "slow", "latency_spike")
 
 
@@ -65,6 +68,9 @@ class Figures:
     healthy_isolated_s: float
     decided_healthy_isolated_s: float | None = None
     """``faultline`` only: the time the cluster scope's decisions isolated a healthy broker."""
+    route_empty_s: float | None = None
+    """``faultline`` only: the time the cluster scope's decisions isolated every broker of a
+    topic at once (what the isolation cap prevents)."""
 
 
 def sick_intervals(scenario: Scenario) -> dict[str, list[Interval]]:
@@ -103,6 +109,33 @@ def _inside(spans: list[Interval], t: int) -> bool:
 def _wrong(isolations: Iterable[tuple[int, int, int]], sick: list[Interval]) -> list[Interval]:
     """Of isolations ``(sent_at, from, until)``, those a send to a healthy broker caused."""
     return _union((t, until) for sent, t, until in isolations if not _inside(sick, sent))
+
+
+def _isolated_spans(decisions: list[dict[str, Any]]) -> dict[str, list[Interval]]:
+    """Per broker, when the decisions (in the order the topic carries them) hold it isolated:
+    from an isolating row to its ``available_from`` or the broker's next row."""
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for d in sorted(decisions, key=publish_order):
+        rows.setdefault(d["broker_name"], []).append(d)
+    spans = {}
+    for b, mine in rows.items():
+        nexts = [r["effective_at"] for r in mine[1:]] + [2**62]
+        spans[b] = _union(
+            (r["effective_at"], min(r["available_from"], n))
+            for r, n in zip(mine, nexts, strict=True)
+            if decision_state(r["decision"]) == "ISOLATED"
+        )
+    return spans
+
+
+def _common(spans: list[list[Interval]]) -> list[Interval]:
+    """The times inside one span of every list."""
+    if not spans:
+        return []
+    out = spans[0]
+    for other in spans[1:]:
+        out = [(max(a, c), min(b, d)) for a, b in out for c, d in other if max(a, c) < min(b, d)]
+    return out
 
 
 def measure(
@@ -149,13 +182,18 @@ def measure(
             if p.strategy == "faultline":
                 spans = _union([*spans, *_wrong(read.get(b, []), sick.get(b, []))])
             isolated += clipped(spans)
-    wrongly = (
-        sum(clipped(_wrong(spans, sick.get(b, []))) for b, spans in decided.items()) / 1000
-        if loop is not None
-        else None
-    )
+    wrongly: float | None = None
+    empty: float | None = None
+    if loop is not None:
+        wrongly = sum(clipped(_wrong(s, sick.get(b, []))) for b, s in decided.items()) / 1000
+        held = _isolated_spans(loop.decisions)
+        empty = (
+            sum(clipped(_common([held.get(b, []) for b in t.brokers])) for t in scenario.topics)
+            / 1000
+        )
     return Figures(
         decided_healthy_isolated_s=wrongly,
+        route_empty_s=empty,
         sick_sends=sick_sends,
         sends=len(sends),
         failed=failed,
@@ -171,8 +209,18 @@ def evaluate(
     scenario: Scenario, delay_ms: int, config: engine.EngineConfig | None = None
 ) -> dict[str, Figures]:
     """Each strategy's figures on the scenario."""
+    config = config or engine.EngineConfig(scopes=(engine.CLUSTER,))
+    base = _policies(config, {k: None for setting in POLICIES.values() for k in setting})
+    runs: list[tuple[str, str, engine.EngineConfig]] = [(n, n, base) for n in STRATEGIES]
+    turned: dict[str, Any] = {}
+    for name, setting in POLICIES.items():
+        on = {k: getattr(config.policies, k) or v for k, v in setting.items()}
+        turned |= on
+        runs.append((f"faultline + {name}", "faultline", _policies(base, on)))
+    runs.append(("faultline + all", "faultline", _policies(base, turned)))
     results = {}
-    for name, change in STRATEGIES.items():
+    for name, strategy, chosen in runs:
+        change = STRATEGIES[strategy]
         changed = scenario.model_copy(
             update={
                 "producers": [change(p) for p in scenario.producers],
@@ -180,13 +228,14 @@ def evaluate(
             }
         )
         record = Record()
-        loop = None
-        if name.startswith("faultline"):
-            share = PROBE_SHARE if name == "faultline, probing" else 1.0
-            loop = Loop(changed.cluster, delay_ms, config, probe_share=share)
+        loop = Loop(changed.cluster, delay_ms, chosen) if strategy == "faultline" else None
         events = simulate(changed, record=record, loop=loop)
         results[name] = measure(changed, events, record, loop)
     return results
+
+
+def _policies(config: engine.EngineConfig, on: dict[str, Any]) -> engine.EngineConfig:
+    return dataclasses.replace(config, policies=dataclasses.replace(config.policies, **on))
 
 
 def _change(ours: int, theirs: int) -> str:
@@ -202,14 +251,16 @@ def report(scenario: Scenario, delay_ms: int, results: dict[str, Figures], out: 
         file=out,
     )
     header = (
-        f"{'strategy':<20} {'sick-broker sends':>17} {'sends':>8} {'failed':>7} "
-        f"{'retries':>7} {'DLQ':>5} {'p50 ms':>7} {'p99 ms':>7} {'healthy isolated s':>18}"
+        f"{'strategy':<22} {'sick-broker sends':>17} {'sends':>8} {'failed':>7} "
+        f"{'retries':>7} {'DLQ':>5} {'p50 ms':>7} {'p99 ms':>7} {'healthy isolated s':>18} "
+        f"{'route empty s':>13}"
     )
     print(header, file=out)
     for name, f in results.items():
         print(
-            f"{name:<20} {f.sick_sends:>17} {f.sends:>8} {f.failed:>7} {f.retries:>7} "
-            f"{f.dlq:>5} {f.p50_ms:>7.0f} {f.p99_ms:>7.0f} {f.healthy_isolated_s:>18.1f}",
+            f"{name:<22} {f.sick_sends:>17} {f.sends:>8} {f.failed:>7} {f.retries:>7} "
+            f"{f.dlq:>5} {f.p50_ms:>7.0f} {f.p99_ms:>7.0f} {f.healthy_isolated_s:>18.1f} "
+            f"{'-' if f.route_empty_s is None else f'{f.route_empty_s:.1f}':>13}",
             file=out,
         )
     decided = results["faultline"].decided_healthy_isolated_s

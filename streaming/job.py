@@ -48,6 +48,7 @@ class Progress:
 
 
 def engine_config(config: JobConfig) -> engine.EngineConfig:
+    rules = config.policies
     routes = {
         topic: tuple((b.broker_name, b.write_queue_nums, b.perm) for b in brokers)
         for topic, brokers in config.static_routes.items()
@@ -65,6 +66,16 @@ def engine_config(config: JobConfig) -> engine.EngineConfig:
         delays=DelayPolicy(DelayLevels.parse(config.delay_levels), config.max_redeliveries),
         send_msg_timeout_ms=config.send_msg_timeout,
         ignore_spent_budget=config.ignore_spent_budget,
+        policies=engine.Policies(
+            isolation_cap=rules.isolation_cap,
+            outlier_factor=rules.latency_outlier_factor,
+            outlier_window_ms=rules.latency_outlier_window,
+            outlier_min_sends=rules.latency_outlier_min_sends,
+            outlier_min_latency_ms=rules.latency_outlier_min_latency,
+            outlier_isolation_ms=rules.latency_outlier_isolation,
+            probe_share=rules.recovery_probe_share,
+            probe_max_ms=rules.recovery_probe_max,
+        ),
     )
 
 
@@ -230,7 +241,15 @@ def build_query(
         rows = sink.read_rows(output, metas, sink.PUBLISHED if publisher else ("broker_decisions",))
         if publisher is not None:  # at least once onto Kafka, before the tables commit
             failpoints.reach("before-publish", batch_id)
-            sink.publish_batch(output, batch_id, rows, app_id, publisher, config.decisions_topic)
+            sink.publish_batch(
+                output,
+                batch_id,
+                rows,
+                app_id,
+                publisher,
+                config.decisions_topic,
+                config.policies.recovery_probe_share,
+            )
             failpoints.reach("after-publish", batch_id)
         write_ms = int((time.time() - started) * 1000)
         result = sink.commit_batch(output, batch_id, metas, app_id, write_ms)

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from streaming.client import DecisionView, pick
+from streaming.client import DecisionView, pick, publish_order
+from streaming.client import message as decision_message
 from streaming.config import FaultSpec, ProducerSpec, Scenario
 from udfs import engine
 from udfs.parse import parse
@@ -83,7 +84,6 @@ class Loop:
         cluster: str,
         delay: int,
         config: engine.EngineConfig | None = None,
-        probe_share: float = 1.0,
     ):
         if delay <= 0:
             raise ValueError("the decision delay must be positive")
@@ -94,7 +94,7 @@ class Loop:
         self.state: dict[str, Any] | None = None
         self.pending: list[dict[str, Any]] = []
         self.done = -(2**63)
-        self.view = DecisionView(probe_share)
+        self.view = DecisionView()
         self.decisions: list[dict[str, Any]] = []
         """Every cluster-scope decision, in event-time order."""
 
@@ -114,14 +114,11 @@ class Loop:
         step = engine.advance(self.cluster, self.state, events.to_pandas(), self.config)
         self.state = step.state
         rows = step.tables.get("broker_decisions")
-        for r in sorted(rows.to_pylist() if rows is not None else [], key=_effective):
+        share = self.config.policies.probe_share
+        for r in sorted(rows.to_pylist() if rows is not None else [], key=publish_order):
             if r["scope"] == engine.CLUSTER:
-                self.view.apply(r, r["effective_at"] + self.delay)
+                self.view.apply(decision_message(r, share), r["effective_at"] + self.delay)
                 self.decisions.append(r)
-
-
-def _effective(row: dict[str, Any]) -> int:
-    return int(row["effective_at"])
 
 
 def heartbeat_offset(index: int, brokers: int, interval: int) -> int:

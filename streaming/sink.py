@@ -23,7 +23,7 @@ from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.transaction import AddAction, RemoveAction
 
 from streaming import failpoints
-from streaming.client import decision_state
+from streaming.client import message, publish_order
 from udfs.schema import BATCHES, TABLE_FORMAT, TABLES
 
 META = pa.schema(
@@ -251,11 +251,13 @@ def publish_batch(
     app_id: str,
     publisher: Any,
     decisions_topic: str | None,
+    probe_share: float | None = None,
 ) -> int:
     """Driver side, before :func:`commit_batch`: the cluster scope's broker decisions and routing
     tables to ``decisions_topic`` (compacted; keys ``broker/<cluster>/<broker>`` and
     ``route/<cluster>/<topic>``, so the latest message per key is the current state), and the
-    redeliveries onto their ``kafka_topic`` (key: the message id). Raises when a message is not
+    redeliveries onto their ``kafka_topic`` (key: the message id). A probation's message carries
+    ``probe_share`` (recovery probing). Raises when a message is not
     delivered, so the batch fails and is retried. A batch already committed is not sent again.
     Returns the number of messages sent."""
     if is_committed(DeltaTable(str(root / "batches")), app_id, batch_id):
@@ -263,10 +265,10 @@ def publish_batch(
     sent = 0
     if decisions_topic:
         decisions = [r for r in rows["broker_decisions"] if r["scope"] == "cluster"]
-        decisions.sort(key=lambda r: (r["effective_at"], r["decision"] != "RESTORE"))
+        decisions.sort(key=publish_order)
         for r in decisions:
             key = f"broker/{r['cluster']}/{r['broker_name']}"
-            value = json.dumps({**r, "state": decision_state(r["decision"])})
+            value = json.dumps(message(r, probe_share))
             publisher.send(decisions_topic, value, key=key)
         tables = [r for r in rows["routing_table"] if r["scope"] == "cluster"]
         for r in sorted(tables, key=lambda r: r["effective_at"]):

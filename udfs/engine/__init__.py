@@ -25,9 +25,11 @@ Stages, each a module, composed in :func:`_apply` (one segment of a batch) in th
 5. ``_routing``: at each retried attempt, the real :func:`select_queue` on the FaultTable and
    the routes of that instant;
 6. ``_faults`` again: the isolation decisions and ``fault_items``, the tables stored back;
-7. ``_routing_table``: each change of a topic's selectable queues per scope key (``_queues``
+7. ``_policies``: faultline's own rules over the cluster scope's decisions (each off by
+   default: isolation cap, latency outliers, recovery probing);
+8. ``_routing_table``: each change of a topic's selectable queues per scope key (``_queues``
    lays out each route once per batch);
-8. ``_delays``: messages into the delay queues and the due ones out.
+9. ``_delays``: messages into the delay queues and the due ones out.
 
 ``_shards`` splits the work of a cluster over keys; ``_output`` types the rows; ``_state`` is the
 versioned JSON state and its codec. Python runs per *decision point* only (a failed attempt
@@ -47,11 +49,12 @@ import pandas as pd
 import pyarrow as pa
 
 from udfs.engine._admission import admit, arrival_order, next_steps, quarantine, with_defaults
-from udfs.engine._config import CLUSTER, PRODUCER, SCOPES, EngineConfig
+from udfs.engine._config import CLUSTER, PRODUCER, SCOPES, EngineConfig, Policies
 from udfs.engine._delays import schedule_batch
 from udfs.engine._faults import open_tables, settle
 from udfs.engine._nameserver import follow
 from udfs.engine._output import Out
+from udfs.engine._policies import govern
 from udfs.engine._producers import evict, segments, spent_budget, touch
 from udfs.engine._queues import Queues
 from udfs.engine._routing import decide
@@ -68,6 +71,7 @@ __all__ = [
     "WHOLE",
     "EngineConfig",
     "Isolation",
+    "Policies",
     "Shard",
     "Step",
     "advance",
@@ -145,15 +149,9 @@ def _apply(
     mine = sends[shard.mask(sends["producer_id"].to_numpy(object))]
     scopes = [s for s in config.scopes if s == PRODUCER or shard.lead]
     routes = follow(cluster, state, events, clock_end, config, out if shard.lead else None)
+    shared = sends if spent is None else sends[~spent]
     opened = {
-        s: open_tables(
-            cluster,
-            state,
-            s,
-            (sends if spent is None else sends[~spent]) if s == CLUSTER else mine,
-            config,
-        )
-        for s in scopes
+        s: open_tables(cluster, state, s, shared if s == CLUSTER else mine, config) for s in scopes
     }
     queues = Queues()
     retries = sends[after == Next.RETRY]
@@ -161,6 +159,11 @@ def _apply(
     decide(cluster, state, retries, scopes, tables, routes, queues, config, shard, out)
     for o in opened.values():
         changes = settle(cluster, state, o, clock_end, config, out)
+        if o.scope == CLUSTER:
+            key = changes.get(cluster, [])
+            changes[cluster] = govern(
+                cluster, state, o, key, shared, routes, clock_end, config, out
+            )
         publish(cluster, state, o, changes, routes, queues, first_event, config, out)
     if shard.lead:
         schedule_batch(cluster, state, events, sends, after, config, out, clock_end)

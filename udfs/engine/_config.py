@@ -19,6 +19,34 @@ Route = tuple[tuple[str, int, int], ...]
 
 
 @dataclass(frozen=True)
+class Policies:
+    """faultline's own rules over the cluster scope's decisions, beyond RocketMQ's strategy; each
+    is off by default (see :mod:`udfs.engine._policies`)."""
+
+    isolation_cap: float | None = None
+    """At most this share of a topic's writable brokers isolated at once; the brokers isolated
+    last while more are sick stay in the route (``PANIC``)."""
+    outlier_factor: float | None = None
+    """Isolate a broker whose mean latency over a window is at least this many times the median
+    of its topic's brokers (``OUTLIER``)."""
+    outlier_window_ms: int = 10_000
+    outlier_min_sends: int = 5
+    """Sends a broker needs in a window for its mean to count; a topic needs 3 such brokers."""
+    outlier_min_latency_ms: int = 100
+    """A mean below this is never an outlier, however far above the median."""
+    outlier_isolation_ms: int = 30_000
+    probe_share: float | None = None
+    """Recovery probing: a broker whose isolation ends takes this share of the sends (``PROBE``)
+    for as long as it was isolated, at most :attr:`probe_max_ms`, before it takes all of them."""
+    probe_max_ms: int = 60_000
+
+    @property
+    def decisions(self) -> bool:
+        """Whether a policy changes the cluster scope's decisions."""
+        return (self.isolation_cap, self.outlier_factor, self.probe_share) != (None, None, None)
+
+
+@dataclass(frozen=True)
 class EngineConfig:
     """What the state machine needs to know besides the events."""
 
@@ -44,6 +72,7 @@ class EngineConfig:
     ignore_spent_budget: bool = True
     """The cluster scope does not take a retry's failure that the send's spent budget explains
     (see :func:`udfs.engine._producers.spent_budget`); the producer scope does, as RocketMQ."""
+    policies: Policies = field(default_factory=Policies)
 
     def profile(self, name: str) -> Profile:
         return self.profiles[name]

@@ -24,6 +24,9 @@ class Opened:
     items_at_start: dict[str, list[list[Any]]]
     new_topics: dict[str, dict[str, tuple[int, str]]] = field(default_factory=dict)
     """Per producer, the topics it sent to for the first time: (time, event_id) of that send."""
+    isolated_at_start: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Per key, the brokers isolated (until when) at the segment's start, where the policies
+    (``_policies``) decide that rather than the FaultTable's pending items."""
 
 
 def open_tables(

@@ -38,9 +38,17 @@ class RouteTimeline:
     def at(self, time: int, event_id: str) -> Routes:
         """The routes an event at ``(time, event_id)`` sees: every change before it (the history
         is in that order: scans fire in time order, before the events at their time)."""
+        return self._routes((time, 1, event_id), bisect.bisect_left)
+
+    def after(self, key: tuple[int, int, str]) -> Routes:
+        """The routes after every change up to ``key`` (time, order, event_id; "" for a scan),
+        that one included."""
+        return self._routes(key, bisect.bisect_right)
+
+    def _routes(self, key: tuple[int, int, str], cut: Any) -> Routes:
         if self._keys is None or len(self._keys) != len(self.history):
             self._keys = [(t, o, e if o else "") for t, o, e, _ in self.history]
-        i = bisect.bisect_left(self._keys, (time, 1, event_id))
+        i = cut(self._keys, key)
         return self.history[i - 1][3] if i else self.at_start
 
 

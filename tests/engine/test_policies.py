@@ -1,0 +1,210 @@
+"""faultline's own policies over the cluster scope (``udfs.engine._policies``): latency outliers,
+the isolation cap with its panic, recovery probing; each a row with its reason, each on the
+cluster's clock whatever the batches."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+from typing import Any
+
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from streaming.client import DecisionView, decision_state, message, publish_order
+from streaming.config import load_scenario
+from streaming.simulator import simulate
+from tests.engine.conftest import T0, frame, send
+from udfs import engine
+
+CLUSTER_ONLY = engine.EngineConfig(scopes=(engine.CLUSTER,))
+ROUTE = {"T": tuple((b, 4, 6) for b in "abcd")}
+
+
+def _with(**policies: Any) -> engine.EngineConfig:
+    return dataclasses.replace(
+        CLUSTER_ONLY, static_routes=ROUTE, policies=engine.Policies(**policies)
+    )
+
+
+def _run(batches: list[list[dict[str, Any]]], config: engine.EngineConfig) -> dict[str, list[Any]]:
+    state: dict[str, Any] | None = None
+    tables: dict[str, list[Any]] = {}
+    for events in batches:
+        step = engine.advance("c", state, frame(events), config)
+        state = engine.loads(engine.dumps(step.state))  # as Spark stores it
+        for name, rows in step.tables.items():
+            tables.setdefault(name, []).extend(rows.to_pylist())
+    return tables
+
+
+def _decisions(tables: dict[str, list[Any]]) -> list[tuple[str, str, int, int]]:
+    return [
+        (r["broker_name"], r["decision"], r["effective_at"] - T0, r["available_from"] - T0)
+        for r in sorted(tables.get("broker_decisions", []), key=publish_order)
+        if r["scope"] == "cluster"
+    ]
+
+
+def _steady(until_s: int, slow: str = "d", slow_ms: int = 200) -> list[dict[str, Any]]:
+    """Every 100 ms one answered send to each of a, b, c, d: 10-13 ms, ``slow`` at
+    ``slow_ms`` for the first 10 s."""
+    events = []
+    for i, b in itertools.product(range(until_s * 10), "abcd"):
+        latency = slow_ms if b == slow and i < 100 else 10 + "abcd".index(b)
+        events.append(send(f"{b}{i:05d}", i * 100 + latency, b, latency=latency))
+    return events
+
+
+def test_a_broker_slow_against_its_peers_is_isolated_though_no_send_reaches_the_band() -> None:
+    events = _steady(45)
+    assert _decisions(_run([events], CLUSTER_ONLY)) == []  # 200 ms: RocketMQ isolates nothing
+    tables = _run([events], _with(outlier_factor=3.0))
+    assert _decisions(tables) == [
+        ("d", "OUTLIER", 10_000, 40_000),  # the window [0, 10 s) closes at 10 s
+        ("d", "RELEASE", 40_000, 40_000),
+    ]
+    outlier, release = tables["broker_decisions"]
+    assert outlier["reason"] == (
+        "latency outlier: mean 200 ms over 98 sends of topic T in the 10000 ms window, 17.4x its "
+        "4 brokers' median 12 ms (factor 3)"  # sends before 10 s; the median is 11.5 ms
+    )
+    assert release["reason"] == "latency outlier isolation ended"
+    isolated = [(r["effective_at"] - T0, r["isolated"]) for r in tables["routing_table"]]
+    assert (10_000, [{"broker_name": "d", "until": T0 + 40_000}]) in isolated
+    assert isolated[-1] == (40_000, [])
+
+
+def test_no_outlier_below_the_minimum_latency_or_with_too_few_brokers() -> None:
+    assert _decisions(_run([_steady(15, slow_ms=90)], _with(outlier_factor=3.0))) == []
+    two = [e for e in _steady(15) if e["broker_name"] in "cd"]
+    assert _decisions(_run([two], _with(outlier_factor=3.0))) == []
+
+
+def _failure(eid: str, t: int, broker: str) -> dict[str, Any]:
+    return send(eid, t, broker, "REMOTING_EXCEPTION", latency=5)
+
+
+def test_the_cap_keeps_brokers_in_the_route_while_more_are_sick() -> None:
+    events = [_failure(f"f{b}", 1_000 * (i + 1), b) for i, b in enumerate("abc")]
+    events.append(send("late", 400_000, "d"))  # the clock moves past every isolation
+    tables = _run([events], _with(isolation_cap=0.5))
+    rows = sorted(tables["broker_decisions"], key=publish_order)
+    base = _decisions(_run([events], CLUSTER_ONLY))
+    duration = base[0][3] - base[0][2]  # the cluster profile's isolation for a failure
+    assert _decisions(tables) == [
+        ("a", "ISOLATE", 1_000, 1_000 + duration),
+        ("b", "ISOLATE", 2_000, 2_000 + duration),
+        ("c", "ISOLATE", 3_000, 3_000 + duration),  # RocketMQ's rule, as always ...
+        ("c", "PANIC", 3_000, 3_000),  # ... and the cap's last word: 2 of 4 may be isolated
+        ("a", "RESTORE", 1_000 + duration, 1_000 + duration),
+        ("c", "HOLD", 1_000 + duration, 3_000 + duration),  # room again
+        ("b", "RESTORE", 2_000 + duration, 2_000 + duration),
+        ("c", "RESTORE", 3_000 + duration, 3_000 + duration),
+    ]
+    assert rows[3]["reason"] == (
+        "isolation cap 50%: 3 of topic T's 4 writable brokers are isolated or sick, at most 2 "
+        "may be isolated; kept in the route (panic)"
+    )
+    assert rows[3]["cause_event_id"] == "fc"
+    assert rows[5]["reason"] == "the FaultTable's isolation holds: the isolation cap has room again"
+    at_panic = [r for r in tables["routing_table"] if r["effective_at"] == T0 + 3_000]
+    assert [i["broker_name"] for i in at_panic[-1]["isolated"]] == ["a", "b"]
+    assert {q["broker_name"] for q in at_panic[-1]["selectable"]} == {"c", "d"}
+
+
+def test_a_broker_whose_isolation_ends_is_on_probation_for_as_long_first() -> None:
+    events = [_failure("fa", 1_000, "a"), send("late", 900_000, "b")]
+    base = _decisions(_run([events], CLUSTER_ONLY))
+    end = base[0][3]
+    probation = end - 1_000  # as long as the isolation: under probe_max_ms
+    tables = _run([events], _with(probe_share=0.05, probe_max_ms=60_000))
+    assert _decisions(tables) == [
+        ("a", "ISOLATE", 1_000, end),
+        ("a", "RESTORE", end, end),
+        ("a", "PROBE", end, end + probation),
+        ("a", "RELEASE", end + probation, end + probation),
+    ]
+    capped = _run([events], _with(probe_share=0.05, probe_max_ms=4_000))
+    assert ("a", "PROBE", end, end + 4_000) in _decisions(capped)
+    probe, passed = sorted(tables["broker_decisions"], key=publish_order)[2:]
+    assert probe["reason"] == (
+        f"recovery probing: takes 5% of the sends for {probation} ms after its isolation ended"
+    )
+    assert passed["reason"] == "probation passed"
+    # a producer that reads these rows sends 1 in 20 to a while it is on probation
+    view = DecisionView()
+    for r in sorted(tables["broker_decisions"], key=publish_order):
+        view.apply(message(r, 0.05), r["effective_at"])
+    on_probation = [view.is_available("c", "a", T0 + end + 10, ticket=i) for i in range(1_000)]
+    assert abs(sum(on_probation) - 50) <= 2  # spread over the sends, not the first 50 of them
+    assert abs(sum(on_probation[:100]) - 5) <= 1
+    assert view.is_available("c", "a", T0 + end + probation, ticket=1)
+    assert not view.is_available("c", "a", T0 + end - 1)
+
+
+def test_a_failure_on_probation_isolates_again_and_ends_the_probation() -> None:
+    events = [_failure("fa", 1_000, "a"), send("late", 900_000, "b")]
+    end = _decisions(_run([events], CLUSTER_ONLY))[0][3]
+    events.insert(1, _failure("fa2", end + 5_000, "a"))
+    decisions = _decisions(_run([events], _with(probe_share=0.05)))
+    assert [d[:3] for d in decisions[:4]] == [
+        ("a", "ISOLATE", 1_000),
+        ("a", "RESTORE", end),
+        ("a", "PROBE", end),
+        ("a", "ISOLATE", end + 5_000),
+    ]
+    # the first probation never passes: the second isolation's own probation does
+    assert [d[1] for d in decisions[4:]] == ["RESTORE", "PROBE", "RELEASE"]
+
+
+def test_every_policy_decision_means_what_the_client_reads() -> None:
+    assert {d: decision_state(d) for d in ("OUTLIER", "HOLD", "PANIC", "PROBE", "RELEASE")} == {
+        "OUTLIER": "ISOLATED",
+        "HOLD": "ISOLATED",
+        "PANIC": "AVAILABLE",
+        "PROBE": "PROBING",
+        "RELEASE": "AVAILABLE",
+    }
+    at = {"effective_at": 5}
+    rows = [{**at, "decision": d} for d in ("PANIC", "ISOLATE", "RESTORE")]
+    assert [r["decision"] for r in sorted(rows, key=publish_order)] == [
+        "RESTORE",
+        "ISOLATE",
+        "PANIC",
+    ]
+
+
+ALL = dataclasses.replace(
+    engine.EngineConfig(),
+    policies=engine.Policies(
+        isolation_cap=0.5, outlier_factor=3.0, outlier_min_latency_ms=20, probe_share=0.1
+    ),
+)
+QUICK = [{**e, "cluster": "c"} for e in simulate(load_scenario("quick"))]
+
+
+def _quick_in_batches(cuts: list[int]) -> list[str]:
+    bounds = [0, *sorted(set(cuts)), len(QUICK)]
+    tables = _run([QUICK[a:b] for a, b in itertools.pairwise(bounds) if b > a], ALL)
+    return sorted(
+        json.dumps(r, sort_keys=True)
+        for name in ("broker_decisions", "routing_table")
+        for r in tables[name]
+    )
+
+
+QUICK_WHOLE = _quick_in_batches([])
+
+
+def test_the_quick_scenario_meets_every_policy() -> None:
+    decisions = {json.loads(r).get("decision") for r in QUICK_WHOLE}
+    assert {"OUTLIER", "PANIC", "PROBE", "RELEASE"} <= decisions  # HOLD: in the cap test
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.lists(st.integers(1, len(QUICK) - 1), min_size=1, max_size=10))
+@example(cuts=[662])  # between two events of one millisecond, in the middle of a panic
+def test_any_split_into_batches_gives_the_same_policy_rows(cuts: list[int]) -> None:
+    assert _quick_in_batches(cuts) == QUICK_WHOLE

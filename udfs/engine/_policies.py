@@ -1,0 +1,298 @@
+"""faultline's own rules over the cluster scope's decisions, beyond RocketMQ's strategy (each off
+by default, each set in :class:`~udfs.engine._config.Policies`):
+
+- **isolation cap**: at most ``isolation_cap`` of a topic's writable brokers isolated at once, as
+  Envoy's ``max_ejection_percent``. While more are sick the cluster is in panic: the brokers
+  isolated last stay in the route (``PANIC``) until there is room again (``HOLD``), so a
+  fleet-wide slowdown never empties a route;
+- **latency outliers**: at the end of each window of ``outlier_window_ms`` (event time, aligned
+  to the epoch), a broker whose mean latency over its answered sends is at least
+  ``outlier_factor`` times the median of its topic's brokers is isolated for
+  ``outlier_isolation_ms`` (``OUTLIER``), even when no single send reaches RocketMQ's 550 ms band;
+- **recovery probing**: a broker whose isolation ends takes ``probe_share`` of the sends
+  (``PROBE``) for as long as it was isolated (at most ``probe_max_ms``), then all of them
+  (``RELEASE``); failing on probation isolates it again through the FaultTable as always.
+
+The FaultTable's own rows are written as before: they are what RocketMQ's strategy decides. The
+policies add rows after them, at the same instant, wherever what a reader of every row in order
+holds differs from what the policies decide, so a producer that reads the compacted decision
+topic always ends on the policies' answer. Every policy row says why in ``reason``; the state
+that a decision means is :func:`streaming.client.decision_state`'s.
+
+Time is the cluster's clock, as for every deadline of the engine: windows close, outlier
+isolations and probations end when the clock reaches them, whatever the batches.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from udfs.engine._config import EngineConfig, Policies
+from udfs.engine._faults import Opened
+from udfs.engine._nameserver import Routes, RouteTimeline
+from udfs.engine._output import Out
+from udfs.engine._tables import Change
+from udfs.rocketmq import Outcome
+
+ISOLATED, AVAILABLE, PROBING = "ISOLATED", "AVAILABLE", "PROBING"
+_ANSWERED = [o.value for o in Outcome if o.returned]
+
+Key = tuple[int, int, str]
+"""A point in the cluster's time: (time, 0 for a deadline or 1 for an event, event_id)."""
+Shown = tuple[str, int, bool]
+"""What the rows so far tell a reader of a broker: (state, until, waived by the cap)."""
+
+
+def govern(
+    cluster: str,
+    state: dict[str, Any],
+    opened: Opened,
+    changes: list[Change],
+    sends: pd.DataFrame,
+    routes: RouteTimeline,
+    clock_end: int,
+    config: EngineConfig,
+    out: Out,
+) -> list[Change]:
+    """Apply the policies to the segment's cluster-scope availability ``changes`` (the
+    FaultTable's) and ``sends``; write their ``broker_decisions`` rows. Returns the availability
+    changes with the policies' own, for the routing table, which starts from the policies'
+    view (``opened.isolated_at_start``)."""
+    policies = config.policies
+    if not policies.decisions:
+        return changes
+    g = _Governor(cluster, state, policies, routes, config.cluster_profile)
+    opened.isolated_at_start[cluster] = {
+        b: until for b, (shown, until, _) in g.p["shown"].items() if shown == ISOLATED
+    }
+    closes = _windows(g.p, sends, policies, clock_end) if policies.outlier_factor else {}
+    # each instant the FaultTable or the routes changed at, as (time, order, event_id): one
+    # event's changes are judged together, before the next event's, whatever the batches
+    base: dict[Key, list[Change]] = {}
+    for c in changes:
+        base.setdefault(c[:3], []).append(c)
+    points = set(base) | {(t, 0, "") for t in closes}
+    if policies.isolation_cap is not None:
+        points |= {(t, o, e if o else "") for t, o, e, _ in routes.history}
+    todo = sorted(points)
+    i = 0
+    while True:  # the points in time order, with the deadlines they set on the way
+        due = [(t, 0, "") for t in g.deadlines(clock_end)]
+        key = min([*due, *todo[i : i + 1]], default=None)
+        if key is None:
+            break
+        i += int(i < len(todo) and todo[i] == key)
+        g.at(key, base.get(key, []), closes.get(key[0]) if key[1:] == (0, "") else None)
+    out.rows("broker_decisions", g.rows)
+    return changes + g.effective
+
+
+class _Governor:
+    def __init__(
+        self,
+        cluster: str,
+        state: dict[str, Any],
+        policies: Policies,
+        routes: RouteTimeline,
+        profile: str,
+    ) -> None:
+        self.cluster, self.policies, self.routes, self.profile = cluster, policies, routes, profile
+        self.p: dict[str, Any] = state.setdefault(
+            "policies",
+            {"base": {}, "outlier": {}, "since": {}, "probe": {}, "shown": {}, "window": None},
+        )
+        self.rows: list[dict[str, Any]] = []
+        self.effective: list[Change] = []
+        self.done: Key = (-(2**63), 0, "")
+
+    def deadlines(self, clock_end: int) -> set[int]:
+        """The outlier isolations and probations that end by ``clock_end``, not yet applied."""
+        ends = [u for u, _ in self.p["outlier"].values()] + list(self.p["probe"].values())
+        return {u for u in ends if self.done < (u, 0, "") and u <= clock_end}
+
+    def at(self, key: Key, base: list[Change], close: dict[str, Any] | None) -> None:
+        """Everything at one point: an event's (or a deadline's) FaultTable rows, a window's
+        close, the deadlines due then."""
+        self.done = key
+        t, p = key[0], self.p
+        before = {b: tuple(s) for b, s in p["shown"].items()}
+        causes: dict[str, str] = {}
+        for _t, _o, eid, b, decision, until in base:
+            if decision == "RESTORE":
+                p["base"].pop(b, None)
+                p["shown"][b] = [AVAILABLE, t, False]
+            else:
+                p["base"][b] = until
+                p["shown"][b] = [ISOLATED, until, False]
+            causes[b] = eid
+        p["outlier"] = {b: v for b, v in p["outlier"].items() if v[0] > t}
+        p["probe"] = {b: u for b, u in p["probe"].items() if u > t}
+        if close is not None:
+            self._outliers(t, close)
+        raw = {b: u for b in {*p["base"], *p["outlier"]} if (u := self._until(b, t)) > t}
+        for b in raw:
+            p["since"].setdefault(b, t)
+        waived = self._cap(key, raw) if self.policies.isolation_cap is not None else {}
+        for b in sorted({*raw, *p["shown"], *p["probe"]}):
+            if b in raw and b not in waived:
+                p["probe"].pop(b, None)
+                want: Shown = (ISOLATED, raw[b], False)
+            elif b in raw:
+                want = (AVAILABLE, t, True)
+            else:
+                since = p["since"].pop(b, None)
+                was = before.get(b)
+                if since is not None and was is not None and was[0] == ISOLATED:
+                    self._probation(b, t, t - since)
+                want = (PROBING, p["probe"][b], False) if b in p["probe"] else (AVAILABLE, t, False)
+            self._show(b, key, want, causes.get(b), waived.get(b))
+        for b in [b for b in p["since"] if b not in raw]:
+            del p["since"][b]
+        p["shown"] = {b: s for b, s in p["shown"].items() if s[0] != AVAILABLE or s[2]}
+
+    def _until(self, broker: str, t: int) -> int:
+        base = int(self.p["base"].get(broker, t))
+        outlier = int(self.p["outlier"].get(broker, [t])[0])
+        return max(base, outlier)
+
+    def _probation(self, broker: str, t: int, isolated_for: int) -> None:
+        if self.policies.probe_share is not None and isolated_for > 0:
+            self.p["probe"][broker] = t + min(isolated_for, self.policies.probe_max_ms)
+
+    def _cap(self, key: Key, raw: dict[str, int]) -> dict[str, str]:
+        """The isolated brokers the cap keeps in the route, each with why: the first isolated
+        keep their isolation while every topic they serve has room."""
+        cap = self.policies.isolation_cap
+        assert cap is not None
+        topics = _writable(self.routes.after(key))
+        room = {tp: int(cap * len(brokers)) for tp, brokers in topics.items()}
+        used = dict.fromkeys(topics, 0)
+        waived = {}
+        for b in sorted(raw, key=lambda b: (self.p["since"][b], b)):
+            mine = [tp for tp, brokers in topics.items() if b in brokers]
+            full = [tp for tp in mine if used[tp] >= room[tp]]
+            if full:
+                tp = full[0]
+                sick = sum(1 for x in raw if x in topics[tp])
+                waived[b] = (
+                    f"isolation cap {cap:.0%}: {sick} of topic {tp}'s {len(topics[tp])} writable "
+                    f"brokers are isolated or sick, at most {room[tp]} may be isolated; kept in "
+                    "the route (panic)"
+                )
+                continue
+            for tp in mine:
+                used[tp] += 1
+        return waived
+
+    def _outliers(self, end: int, stats: dict[str, Any]) -> None:
+        """A window closed at ``end``: its outliers are isolated from then."""
+        pol = self.policies
+        assert pol.outlier_factor is not None
+        found: dict[str, str] = {}
+        for topic, brokers in stats.items():
+            means = {b: s / n for b, (n, s) in brokers.items() if n >= pol.outlier_min_sends}
+            if len(means) < 3:
+                continue
+            median = float(np.median(list(means.values())))
+            for b, mean in sorted(means.items()):
+                if mean >= pol.outlier_min_latency_ms and mean >= pol.outlier_factor * median:
+                    found.setdefault(
+                        b,
+                        f"latency outlier: mean {mean:.0f} ms over {brokers[b][0]} sends of "
+                        f"topic {topic} in the {pol.outlier_window_ms} ms window, "
+                        f"{mean / max(median, 1e-9):.1f}x its {len(means)} brokers' median "
+                        f"{median:.0f} ms (factor {pol.outlier_factor:g})",
+                    )
+        for b, why in found.items():
+            self.p["outlier"][b] = [end + pol.outlier_isolation_ms, why]
+
+    def _show(
+        self, broker: str, key: Key, want: Shown, cause: str | None, waived: str | None
+    ) -> None:
+        """Write a row where the rows so far tell a reader something else than ``want``."""
+        t = key[0]
+        shown = self.p["shown"].get(broker)
+        now: Shown = (AVAILABLE, t, False) if shown is None else tuple(shown)
+        same = now[0] == want[0] and now[2] == want[2]
+        if same and (want[0] == AVAILABLE or now[1] == want[1]):
+            return
+        self.p["shown"][broker] = list(want)
+        state, until, _ = want
+        outlier = self.p["outlier"].get(broker)
+        if state == ISOLATED and outlier is not None and outlier[0] == until:
+            decision, why = "OUTLIER", outlier[1]
+        elif state == ISOLATED:
+            decision = "HOLD"
+            why = "the FaultTable's isolation holds" + (
+                ": the isolation cap has room again" if now[2] else ""
+            )
+        elif state == PROBING:
+            decision = "PROBE"
+            why = (
+                f"recovery probing: takes {self.policies.probe_share:.0%} of the sends "
+                f"for {until - t} ms after its isolation ended"
+            )
+        elif waived is not None:
+            decision, why = "PANIC", waived
+        else:
+            decision = "RELEASE"
+            why = {
+                PROBING: "probation passed",
+                ISOLATED: "latency outlier isolation ended",
+            }.get(now[0], "panic over: no isolation left to waive")
+        self.rows.append(
+            {
+                "scope": "cluster",
+                "scope_key": self.cluster,
+                "cluster": self.cluster,
+                "broker_name": broker,
+                "decision": decision,
+                "effective_at": t,
+                "available_from": until,
+                "reason": why,
+                "cause_event_id": cause,
+                "profile": self.profile,
+            }
+        )
+        available = state != ISOLATED
+        self.effective.append(
+            (t, key[1], key[2], broker, "RESTORE" if available else "ISOLATE", until)
+        )
+
+
+def _writable(routes: Routes) -> dict[str, set[str]]:
+    return {tp: {b for b, w, perm in route if perm & 2 and w > 0} for tp, route in routes.items()}
+
+
+def _windows(
+    p: dict[str, Any], sends: pd.DataFrame, policies: Policies, clock_end: int
+) -> dict[int, dict[str, Any]]:
+    """Add the segment's answered sends to their windows' per-topic, per-broker (count, latency
+    sum); return the windows that close by ``clock_end``, by their end. The open window is kept
+    in the state; a send to a window that closed already is not counted."""
+    width = policies.outlier_window_ms
+    kept = p["window"]  # [index, {topic: {broker: [n, sum]}}]: the first window still open
+    answered = sends[sends["outcome"].isin(_ANSWERED).to_numpy(bool)]
+    frame = pd.DataFrame(
+        {
+            "w": answered["event_time"].to_numpy(np.int64) // width,
+            "topic": answered["topic"].to_numpy(object),
+            "broker": answered["broker_name"].to_numpy(object),
+            "latency": answered["latency_ms"].to_numpy(np.int64),
+        }
+    )
+    windows: dict[int, dict[str, Any]] = {}
+    if kept is not None:
+        frame = frame[frame["w"].to_numpy() >= kept[0]]
+        windows[kept[0]] = kept[1]
+    sums = frame.groupby(["w", "topic", "broker"], sort=True)["latency"].agg(["count", "sum"])
+    for (w, tp, b), (n, s) in zip(sums.index, sums.to_numpy().tolist(), strict=True):
+        slot = windows.setdefault(int(w), {}).setdefault(str(tp), {}).setdefault(str(b), [0, 0])
+        slot[0] += int(n)
+        slot[1] += int(s)
+    first_open = clock_end // width
+    p["window"] = [first_open, windows.pop(first_open, {})]
+    return {(w + 1) * width: stats for w, stats in sorted(windows.items()) if w < first_open}
