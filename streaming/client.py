@@ -5,8 +5,8 @@ key ``broker/<cluster>/<broker>``, the latest decision for that broker, with ``s
 (``ISOLATED``, ``AVAILABLE``, ``PROBING`` or ``OUT_OF_ROUTE``) and ``available_from``.
 :class:`DecisionView` holds them and answers :meth:`~DecisionView.is_available`; :func:`pick`
 chooses a queue the way a RocketMQ ``MessageQueueSelector`` would, from the queues the producer
-has, skipping the brokers faultline isolates. Neither touches Kafka: :class:`DecisionClient` keeps a view up to
-date from the topic with confluent-kafka, in a thread of its own.
+has, skipping the brokers faultline isolates. Neither touches Kafka: :class:`DecisionClient`
+keeps a view up to date from the topic with confluent-kafka, in a thread of its own.
 
     client = DecisionClient("kafka:9092", "faultline.decisions").start()
     queue = pick(queues, start=counter, usable=lambda b: client.is_available("Cluster", b),
