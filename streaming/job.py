@@ -22,6 +22,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from streaming.client import decision_state, publish_order
 from streaming.config import JobConfig, load_scenario, masked, scenario_path
 from streaming.replay import record_run
 from udfs import engine
@@ -321,14 +322,14 @@ def _source(spark: Any, config: JobConfig, folder: Path | None) -> Any:
 
 
 def _track_isolation(decisions: list[dict[str, Any]], progress: Progress) -> None:
-    for r in sorted(decisions, key=lambda r: (r["effective_at"], r["decision"] != "RESTORE")):
+    for r in sorted(decisions, key=publish_order):
         key = (r["scope_key"], r["broker_name"])
         if r["scope"] != "cluster" or r["decision"].startswith("ROUTE"):
             continue
-        if r["decision"] == "RESTORE":
-            progress.isolated.pop(key, None)
-        else:
+        if decision_state(r["decision"]) == "ISOLATED":
             progress.isolated[key] = r["available_from"]
+        else:
+            progress.isolated.pop(key, None)
 
 
 def _iso(ms: int | None) -> str:

@@ -258,20 +258,27 @@ class Schedule:
                 **{k: v for k, v in entry.items() if k not in ("real_topic", "profile")},
                 "target_topic": entry["real_topic"],
                 "kafka_topic": kafka_topic(entry["real_topic"]),
+                "broker_name": entry.get("broker_name"),
             }
         )
 
     # leaving
 
-    def release(self, clock: int) -> None:
-        """Each queue hands over its entries in order while the head is due."""
+    def release(
+        self, clock: int, route: Callable[[dict[str, Any]], str | None] | None = None
+    ) -> None:
+        """Each queue hands over its entries in order while the head is due. ``route`` (fault-
+        aware release) names the broker each entry goes onto."""
         for level in sorted(self.waiting, key=int):
             queue = self.waiting[level]
             due = 0
             while due < len(queue) and queue[due][0] - clock <= 0:
                 due += 1
             for values in queue[:due]:
-                self._redeliver(dict(zip(ENTRY_FIELDS, values, strict=True)))
+                entry = dict(zip(ENTRY_FIELDS, values, strict=True))
+                if route is not None:
+                    entry["broker_name"] = route(entry)
+                self._redeliver(entry)
             del queue[:due]
             if not queue:
                 del self.waiting[level]

@@ -178,6 +178,7 @@ TABLES: dict[str, pa.Schema] = {
             *_MESSAGE,
             ("target_topic", pa.string()),
             ("kafka_topic", pa.string()),
+            ("broker_name", pa.string()),
             ("real_queue_id", pa.int32()),
             *_QUEUED,
         ]

@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from streaming import explain
+from streaming.client import POLICY_STATES, decision_state
 from streaming.sink import table_schema
 from udfs.errors import FaultlineError
 from udfs.rocketmq import PROFILES, Outcome
@@ -473,7 +474,13 @@ class Model:
             & d["broker_name"].notna()
             & ((d["scope"] == "cluster") | d["scope_key"].isin(wanted))
         ]
-        order = {"ISOLATE": 0, "EXTEND": 1, "SHORTEN": 1, "RESTORE": 2}
+        order = {
+            "ISOLATE": 0,
+            "EXTEND": 1,
+            "SHORTEN": 1,
+            "RESTORE": 2,
+            **dict.fromkeys(POLICY_STATES, 3),
+        }
         mine = mine.assign(rank=mine["decision"].map(order).fillna(0)).sort_values(
             ["scope", "scope_key", "broker_name", "effective_at", "rank"]
         )
@@ -482,7 +489,10 @@ class Model:
         for r in mine.to_dict("records"):
             route = r["decision"].startswith("ROUTE")
             key = (r["scope"], r["scope_key"], r["broker_name"], "route" if route else "iso")
-            if r["decision"] in ("ISOLATE", "ROUTE_EXPIRED"):
+            # a policy's row (``udfs.engine._policies``) opens, moves or ends a window by what it
+            # means: OUTLIER and HOLD isolate, PANIC, PROBE and RELEASE end an isolation
+            holds = decision_state(r["decision"]) in ("ISOLATED", "OUT_OF_ROUTE")
+            if r["decision"] in ("ISOLATE", "ROUTE_EXPIRED") or (holds and key not in running):
                 running[key] = {
                     "scope": r["scope"],
                     "scope_key": r["scope_key"],
@@ -497,10 +507,10 @@ class Model:
                     "cause_event_id": r["cause_event_id"],
                     "extends": 0,
                 }
-            elif key in running and r["decision"] in ("EXTEND", "SHORTEN"):
+            elif key in running and holds:
                 running[key]["until"] = int(r["available_from"])
                 running[key]["extends"] += int(r["extends"] or 0)
-            elif key in running:  # RESTORE, ROUTE_RESTORED
+            elif key in running:  # RESTORE, ROUTE_RESTORED and the policies' ends
                 window = running.pop(key)
                 window["end"] = int(r["effective_at"])
                 out.append(window)

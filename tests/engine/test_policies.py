@@ -208,3 +208,46 @@ def test_the_quick_scenario_meets_every_policy() -> None:
 @example(cuts=[662])  # between two events of one millisecond, in the middle of a panic
 def test_any_split_into_batches_gives_the_same_policy_rows(cuts: list[int]) -> None:
     assert _quick_in_batches(cuts) == QUICK_WHOLE
+
+
+def _delayed(n: int) -> list[dict[str, Any]]:
+    """``n`` sends stored with delay level 1 (1 s): due from 1,000 ms on."""
+    return [send(f"d{i:02d}", i, "a", delay_level=1, message_id=f"m{i:02d}") for i in range(n)]
+
+
+def _released(tables: dict[str, list[Any]]) -> list[Any]:
+    return [r["broker_name"] for r in tables["redeliveries"]]
+
+
+def test_a_released_message_goes_onto_a_broker_not_isolated_then() -> None:
+    down = [_failure("fa", 500, "a"), _failure("fb", 600, "b")]  # isolated past 1 s
+    events = [*_delayed(20), *down, send("tick", 2_000, "c")]
+    assert set(_released(_run([events], _with()))) == {None}  # off: the producer's choice
+    whole = _released(_run([events], _with(fault_aware_release=True)))
+    assert len(whole) == 20 and set(whole) == {"c", "d"}  # spread by message id
+    split = _run([events[:21], events[21:]], _with(fault_aware_release=True))
+    assert _released(split) == whole
+    # isolations that end before the messages are due leave every broker to them
+    early = [*_delayed(20), send("ok", 900_000, "c")]
+    assert set(_released(_run([early], _with(fault_aware_release=True)))) == set("abcd")
+
+
+def test_a_4x_queue_rewritten_to_another_broker_is_reported() -> None:
+    events = QUICK
+    config = dataclasses.replace(engine.EngineConfig(), policies=engine.Policies())
+    assert not [
+        r for r in _run([events], config)["broker_decisions"] if r["decision"] == "QUEUE_SWAP"
+    ]
+    on = dataclasses.replace(config, policies=engine.Policies(report_queue_swaps=True))
+    tables = _run([events], on)
+    swaps = [r for r in tables["broker_decisions"] if r["decision"] == "QUEUE_SWAP"]
+    assert swaps and {r["scope_key"] for r in swaps} == {"p-47", "p-49"}  # 5.x never rewrites
+    rewritten = {
+        r["event_id"]
+        for r in tables["routing_decisions"]
+        if r["scope"] == "producer" and r["rewritten"]
+    }
+    assert {r["cause_event_id"] for r in swaps} <= rewritten
+    first = swaps[0]
+    assert first["reason"].startswith("RocketMQ 4.x rewrote queue broker-")
+    assert first["reason"].endswith("until the route changes (apache/rocketmq #7779)")

@@ -54,7 +54,7 @@ from udfs.engine._delays import schedule_batch
 from udfs.engine._faults import open_tables, settle
 from udfs.engine._nameserver import follow
 from udfs.engine._output import Out
-from udfs.engine._policies import govern
+from udfs.engine._policies import govern, release_router
 from udfs.engine._producers import evict, segments, spent_budget, touch
 from udfs.engine._queues import Queues
 from udfs.engine._routing import decide
@@ -157,6 +157,7 @@ def _apply(
     retries = sends[after == Next.RETRY]
     tables = {s: o.tables for s, o in opened.items() if o.tables is not None}
     decide(cluster, state, retries, scopes, tables, routes, queues, config, shard, out)
+    route = None
     for o in opened.values():
         changes = settle(cluster, state, o, clock_end, config, out)
         if o.scope == CLUSTER:
@@ -164,6 +165,8 @@ def _apply(
             changes[cluster] = govern(
                 cluster, state, o, key, shared, routes, clock_end, config, out
             )
+            if config.policies.fault_aware_release:
+                route = release_router(cluster, o, changes[cluster], routes)
         publish(cluster, state, o, changes, routes, queues, first_event, config, out)
     if shard.lead:
-        schedule_batch(cluster, state, events, sends, after, config, out, clock_end)
+        schedule_batch(cluster, state, events, sends, after, config, out, clock_end, route)

@@ -39,6 +39,12 @@ class Policies:
     """Recovery probing: a broker whose isolation ends takes this share of the sends (``PROBE``)
     for as long as it was isolated, at most :attr:`probe_max_ms`, before it takes all of them."""
     probe_max_ms: int = 60_000
+    fault_aware_release: bool = False
+    """A message leaving a delay queue goes onto a broker of its topic that the cluster scope
+    does not isolate at that instant (``redeliveries.broker_name``)."""
+    report_queue_swaps: bool = False
+    """A ``QUEUE_SWAP`` row (producer scope) each time RocketMQ 4.x rewrites a producer's queue
+    to another broker in place (apache/rocketmq #7779)."""
 
     @property
     def decisions(self) -> bool:

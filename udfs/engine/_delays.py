@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -23,8 +24,10 @@ def schedule_batch(
     config: EngineConfig,
     out: Out,
     clock_end: int,
+    route: Callable[[dict[str, Any]], str | None] | None = None,
 ) -> None:
-    """Messages into the delay queues, and the due ones out, at ``clock_end``."""
+    """Messages into the delay queues, and the due ones out, at ``clock_end`` (onto the broker
+    ``route`` names, with fault-aware release)."""
     schedule = Schedule(
         cluster, state.setdefault("schedule", {}), config.delays, config.broker_profile
     )
@@ -33,6 +36,6 @@ def schedule_batch(
     schedule.delayed_sends(sends[delayed])
     retry = (events["kind"] == "consume_result") & (events["status"] == "RECONSUME_LATER")
     schedule.consume_retries(events[retry])
-    schedule.release(clock_end)
+    schedule.release(clock_end, route)
     out.rows("schedule_entries", schedule.entries)
     out.rows("redeliveries", schedule.redeliveries)

@@ -11,7 +11,9 @@ by default, each set in :class:`~udfs.engine._config.Policies`):
   ``outlier_isolation_ms`` (``OUTLIER``), even when no single send reaches RocketMQ's 550 ms band;
 - **recovery probing**: a broker whose isolation ends takes ``probe_share`` of the sends
   (``PROBE``) for as long as it was isolated (at most ``probe_max_ms``), then all of them
-  (``RELEASE``); failing on probation isolates it again through the FaultTable as always.
+  (``RELEASE``); failing on probation isolates it again through the FaultTable as always;
+- **fault-aware release** (:func:`release_router`): a message leaving a delay queue goes onto a
+  broker of its topic that is not isolated at the instant it is due.
 
 The FaultTable's own rows are written as before: they are what RocketMQ's strategy decides. The
 policies add rows after them, at the same instant, wherever what a reader of every row in order
@@ -25,6 +27,9 @@ isolations and probations end when the clock reaches them, whatever the batches.
 
 from __future__ import annotations
 
+import bisect
+import zlib
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -296,3 +301,34 @@ def _windows(
     first_open = clock_end // width
     p["window"] = [first_open, windows.pop(first_open, {})]
     return {(w + 1) * width: stats for w, stats in sorted(windows.items()) if w < first_open}
+
+
+def release_router(
+    cluster: str, opened: Opened, changes: list[Change], routes: RouteTimeline
+) -> Callable[[dict[str, Any]], str | None]:
+    """Fault-aware release: the broker a message due at ``deliver_at`` goes onto. Of its real
+    topic's writable brokers at that instant, those the cluster scope does not isolate then
+    (every one when all are), one chosen by the message id so that messages spread over them;
+    None without a route."""
+    start = opened.isolated_at_start.get(cluster)
+    if start is None:
+        start = {it[0]: it[2] for it in opened.items_at_start.get(cluster, ()) if it[5]}
+    timeline: dict[str, list[tuple[Key, int | None]]] = {}
+    for t, o, e, b, decision, until in sorted(changes, key=lambda c: c[:3]):
+        timeline.setdefault(b, []).append(((t, o, e), None if decision == "RESTORE" else until))
+
+    def isolated(broker: str, at: Key) -> bool:
+        steps = timeline.get(broker, [])
+        i = bisect.bisect_left(steps, (at,)) - 1  # the changes before the release
+        until = steps[i][1] if i >= 0 else start.get(broker)
+        return until is not None and until > at[0]
+
+    def route(entry: dict[str, Any]) -> str | None:
+        at: Key = (int(entry["deliver_at"]), 1, "")  # a deadline: after the changes at its time
+        brokers = sorted(_writable(routes.after(at)).get(str(entry["real_topic"]), ()))
+        usable = [b for b in brokers if not isolated(b, at)] or brokers
+        if not usable:
+            return None
+        return usable[zlib.crc32(str(entry["message_id"]).encode()) % len(usable)]
+
+    return route

@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from udfs.engine._config import CLUSTER, EngineConfig
+from udfs.engine._config import CLUSTER, PRODUCER, EngineConfig
 from udfs.engine._nameserver import RouteTimeline
 from udfs.engine._output import Out
 from udfs.engine._queues import Queues
@@ -117,6 +117,7 @@ def _decide(
     else:
         pos, fault = -1, FaultTable(profile, rng=rng(config.seed, scope, key, row.event_id))
     reset = profile.line == "5" and row.mode == SendMode.SYNC
+    before = list(info.queues)
     sel = select_queue(
         profile, info, fault, row.broker_name, int(row.event_time), enable, reset_index=reset
     )
@@ -126,6 +127,8 @@ def _decide(
             table.remove(sel.removed, pos, int(row.event_time), row.event_id)
     after = [[q.broker_name, q.queue_id] for q in info.queues]
     pub["queues"] = None if after == fresh_queues else after
+    if sel.rewritten and scope != CLUSTER and config.policies.report_queue_swaps:
+        _report_swap(cluster, key, row, before, info.queues, wqn, profile.name, out)
     pub["index"] = info.index
     out.rows(
         "routing_decisions",
@@ -141,3 +144,45 @@ def _decide(
             }
         ],
     )
+
+
+def _report_swap(
+    cluster: str,
+    producer: str,
+    row: Any,
+    before: list[MessageQueue],
+    after: list[MessageQueue],
+    write_queues: dict[str, int],
+    profile: str,
+    out: Out,
+) -> None:
+    """A ``QUEUE_SWAP`` row: RocketMQ 4.x's pickOneAtLeast rewrote a queue of the producer's
+    shared list in place, so a broker lost a queue to another until the route changes
+    (apache/rocketmq #3548, #4154, #7779)."""
+    for old, new in zip(before, after, strict=True):
+        if old.broker_name == new.broker_name:
+            continue  # the queue id changed, not the broker: every broker keeps its share
+        kept = sum(1 for q in after if q.broker_name == old.broker_name)
+        reason = (
+            f"RocketMQ 4.x rewrote queue {old.broker_name}:{old.queue_id} of topic {row.topic} "
+            f"in place to {new.broker_name}:{new.queue_id} (pickOneAtLeast): the producer's "
+            f"list holds {kept} of {old.broker_name}'s {write_queues.get(old.broker_name, 0)} "
+            "write queues until the route changes (apache/rocketmq #7779)"
+        )
+        out.rows(
+            "broker_decisions",
+            [
+                {
+                    "scope": PRODUCER,
+                    "scope_key": producer,
+                    "cluster": cluster,
+                    "broker_name": old.broker_name,
+                    "decision": "QUEUE_SWAP",
+                    "effective_at": int(row.event_time),
+                    "available_from": int(row.event_time),
+                    "reason": reason,
+                    "cause_event_id": row.event_id,
+                    "profile": profile,
+                }
+            ],
+        )
