@@ -226,6 +226,12 @@ class PoliciesConfig(_Strict):
     """A broker whose isolation ends takes this share of the sends for as long as it was
     isolated (at most ``recovery_probe_max``), then all of them."""
     recovery_probe_max: Duration = 60_000
+    fault_aware_release: bool = False
+    """A message leaving a delay queue goes onto a broker the cluster scope does not isolate
+    then (``redeliveries.broker_name``)."""
+    report_queue_swaps: bool = False
+    """A ``QUEUE_SWAP`` row each time RocketMQ 4.x rewrites a producer's queue to another broker
+    (apache/rocketmq #7779)."""
 
     @field_validator("latency_outlier_window")
     @classmethod

@@ -76,6 +76,8 @@ def engine_config(config: JobConfig) -> engine.EngineConfig:
             outlier_isolation_ms=rules.latency_outlier_isolation,
             probe_share=rules.recovery_probe_share,
             probe_max_ms=rules.recovery_probe_max,
+            fault_aware_release=rules.fault_aware_release,
+            report_queue_swaps=rules.report_queue_swaps,
         ),
     )
 

@@ -9,7 +9,13 @@ import pytest
 import yaml
 
 from streaming.cli import _parser
-from streaming.config import CONF_DIR, DEFAULT_CONFIG, JobConfig, load_job_config
+from streaming.config import (
+    CONF_DIR,
+    DEFAULT_CONFIG,
+    JobConfig,
+    PoliciesConfig,
+    load_job_config,
+)
 from udfs.errors import ConfigError
 
 PROJECT = CONF_DIR.parent
@@ -63,6 +69,7 @@ def test_the_shipped_configuration_has_every_setting_and_every_flag_sets_one() -
     run`` is the key of its name (the README promises both)."""
     shipped = yaml.safe_load(DEFAULT_CONFIG.read_text())
     assert set(shipped) == set(JobConfig.model_fields)
+    assert set(shipped["policies"]) == set(PoliciesConfig.model_fields)
     assert JobConfig.model_validate(shipped) == JobConfig()
     commands = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
     flags = {a.dest for a in commands.choices["run"]._actions} - {"help", "config"}
@@ -91,3 +98,18 @@ def test_producers_are_forgotten_only_after_their_longest_isolation(tmp_path: Pa
     message = _error(tmp_path, "evict_silent_producers_after: 10m\n")
     assert message.startswith(f"{tmp_path / 'job.yaml'}: evict_silent_producers_after = '10m': ")
     assert "longer than the longest isolation (600000 ms)" in message
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("policies:\n  isolation_cap: 1.5\n", "policies.isolation_cap = 1.5: "),
+        ("policies:\n  latency_outlier_factor: 0.5\n", "policies.latency_outlier_factor = 0.5: "),
+        ("policies:\n  recovery_probe_share: 0\n", "policies.recovery_probe_share = 0: "),
+        ("policies:\n  latency_outlier_window: 0s\n", "policies.latency_outlier_window = '0s': "),
+        ("policies:\n  probing: true\n", "policies.probing = True: "),
+    ],
+)
+def test_a_bad_policy_setting_names_its_key(tmp_path: Path, text: str, shown: str) -> None:
+    message = _error(tmp_path, text)
+    assert message.startswith(f"{tmp_path / 'job.yaml'}: {shown}"), message
