@@ -435,3 +435,38 @@ def test_a_checkpoint_is_not_resumed_with_another_source(tmp_path: Path) -> None
     assert f"checkpoint {mark.parent} belongs to {{'source': 'simulator'" in result.stderr
     assert "give this source its own --checkpoint" in result.stderr
     assert not (tmp_path / "output").exists()
+
+
+def test_the_policies_run_in_the_job_as_in_the_engine(tmp_path: Path) -> None:
+    """Every policy on, the quick scenario in batches of 200: the policies' rows in Delta are the
+    engine's over the same events in one batch, and released messages name their broker."""
+    from streaming.config import load_job_config
+    from streaming.job import engine_config
+    from tests.engine.conftest import frame
+    from udfs import engine
+
+    config = tmp_path / "policies.yaml"
+    config.write_text(
+        "policies:\n  isolation_cap: 0.5\n  latency_outlier_factor: 3\n"
+        "  latency_outlier_min_latency: 20ms\n  recovery_probe_share: 0.1\n"
+        "  fault_aware_release: true\n  report_queue_swaps: true\n"
+    )
+    result = faultline(*_quick_args(tmp_path), "--config", str(config), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = tmp_path / "out"
+    policy = ["OUTLIER", "HOLD", "PANIC", "PROBE", "RELEASE", "QUEUE_SWAP"]
+    columns = ["scope_key", "broker_name", "decision", "effective_at", "available_from", "reason"]
+    decisions = table(out, "broker_decisions")
+    written = decisions[decisions["decision"].isin(policy)][columns]
+    scenario = load_scenario("quick")
+    rules = engine_config(load_job_config(config))
+    step = engine.advance(scenario.cluster, None, frame(simulate(scenario)), rules)
+    expected = step.tables["broker_decisions"].to_pandas()
+    expected = expected[expected["decision"].isin(policy)][columns]
+    key = sorted(map(tuple, expected.values.tolist()))
+    assert sorted(map(tuple, written.values.tolist())) == key
+    assert {"PANIC", "PROBE", "RELEASE", "QUEUE_SWAP"} <= set(written["decision"])
+    released = table(out, "redeliveries")
+    routed = released["target_topic"] == "orders"  # %RETRY% topics have no route here
+    assert routed.sum() and released.loc[routed, "broker_name"].notna().all()
+    assert released.loc[~routed, "broker_name"].isna().all()

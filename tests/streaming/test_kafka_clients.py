@@ -106,10 +106,18 @@ def test_the_embeddable_client_reads_the_decision_topic(kafka: str, tmp_path: Pa
         "profile": "rocketmq-4.9",
     }
     restored = {**decision, "broker_name": "broker-y", "decision": "RESTORE", "available_from": now}
-    rows = {"broker_decisions": [decision, restored], "routing_table": [], "redeliveries": []}
+    # recovery probing: broker-z's isolation ended, it takes a tenth of the sends for 10 minutes
+    ended = {**restored, "broker_name": "broker-z"}
+    probe = {**ended, "decision": "PROBE", "available_from": now + 600_000, "reason": "probing"}
+    rows = {
+        "broker_decisions": [probe, decision, ended, restored],  # as the tasks hand them over
+        "routing_table": [],
+        "redeliveries": [],
+    }
     create_tables(tmp_path)  # the batch is not committed yet: it is published
-    sent = publish_batch(tmp_path, 0, rows, "app", Publisher({"bootstrap.servers": kafka}), "dec")
-    assert sent == 2
+    publisher = Publisher({"bootstrap.servers": kafka})
+    sent = publish_batch(tmp_path, 0, rows, "app", publisher, "dec", probe_share=0.1)
+    assert sent == 4
     client = DecisionClient(kafka, "dec").start()
     try:
         deadline = time.time() + 60  # its thread reads in the background
@@ -118,5 +126,7 @@ def test_the_embeddable_client_reads_the_decision_topic(kafka: str, tmp_path: Pa
         assert not client.is_available("C", "broker-x")
         assert client.is_available("C", "broker-y")
         assert client.is_available("C", "broker-never-heard-of")
+        taken = [client.is_available("C", "broker-z", ticket=i) for i in range(1_000)]
+        assert abs(sum(taken) - 100) <= 2  # the PROBE came after the RESTORE of its instant
     finally:
         client.close()
