@@ -9,8 +9,11 @@ Every producer of the scenario is run under each strategy in turn (same seed, sa
   ``decision_delay`` after each decision's event time from the engine running on the events as
   they happen (:class:`streaming.simulator.Loop`). It is never worse off than ``own``: the gain
   comes from the producers that have not failed on a sick broker themselves yet;
-- ``faultline + <policy>``: as ``faultline``, with one of faultline's own policies on
+- ``faultline + <policy>``: as ``faultline`` with the policies off but one
   (:data:`POLICIES`; ``udfs.engine._policies``), and ``faultline + all`` with all of them.
+
+``faultline`` runs the configuration as given: with the shipped one every policy is off, with
+``conf/policies.yaml`` every one is on.
 
 What counts: a *sick-broker send* is an attempt that starts while the scenario's faults make its
 broker fail or answer slowly (an outage, the down half of a flap, a slow spell, a latency spike);
@@ -161,8 +164,12 @@ def measure(
     decided: dict[str, list[tuple[int, int, int]]] = {}
     read: dict[str, list[tuple[int, int, int]]] = {}
     for d in loop.decisions if loop is not None else []:
-        if decision_state(d["decision"]) == "ISOLATED" and d["cause_event_id"] in sent_at:
-            b, sent, t = d["broker_name"], sent_at[d["cause_event_id"]], d["effective_at"]
+        # a policy's isolation without a send behind it (a latency outlier) is judged by the
+        # broker's health at the end of the window that found it
+        cause, t = d["cause_event_id"], d["effective_at"]
+        sent = sent_at.get(cause) if cause else t - 1
+        if decision_state(d["decision"]) == "ISOLATED" and sent is not None:
+            b = d["broker_name"]
             decided.setdefault(b, []).append((sent, t, d["available_from"]))
             seen = t + loop.delay  # type: ignore[union-attr]
             read.setdefault(b, []).append((sent, seen, held_until(d, seen)))
@@ -211,7 +218,7 @@ def evaluate(
     """Each strategy's figures on the scenario."""
     config = config or engine.EngineConfig(scopes=(engine.CLUSTER,))
     base = _policies(config, {k: None for setting in POLICIES.values() for k in setting})
-    runs: list[tuple[str, str, engine.EngineConfig]] = [(n, n, base) for n in STRATEGIES]
+    runs: list[tuple[str, str, engine.EngineConfig]] = [(n, n, config) for n in STRATEGIES]
     turned: dict[str, Any] = {}
     for name, setting in POLICIES.items():
         on = {k: getattr(config.policies, k) or v for k, v in setting.items()}

@@ -113,3 +113,11 @@ def test_producers_are_forgotten_only_after_their_longest_isolation(tmp_path: Pa
 def test_a_bad_policy_setting_names_its_key(tmp_path: Path, text: str, shown: str) -> None:
     message = _error(tmp_path, text)
     assert message.startswith(f"{tmp_path / 'job.yaml'}: {shown}"), message
+
+
+def test_the_shipped_policies_file_turns_every_policy_on() -> None:
+    from streaming.job import engine_config
+
+    policies = engine_config(load_job_config(CONF_DIR / "policies.yaml")).policies
+    assert None not in (policies.isolation_cap, policies.outlier_factor, policies.probe_share)
+    assert policies.fault_aware_release and policies.report_queue_swaps

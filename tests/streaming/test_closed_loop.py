@@ -11,7 +11,7 @@ import pytest
 
 from streaming.client import DecisionView
 from streaming.config import load_scenario
-from streaming.evaluate import STRATEGIES, evaluate, sick_intervals
+from streaming.evaluate import POLICIES, STRATEGIES, evaluate, sick_intervals
 from streaming.simulator import Loop, simulate
 from tests.streaming.conftest import faultline
 from udfs import engine
@@ -125,8 +125,20 @@ def test_evaluate_prints_every_strategy_and_ends_with_the_two_comparisons(tmp_pa
     assert re.fullmatch(
         r"sick-broker sends, faultline vs own \(rocketmq-4\.9\): [-+]\d+%", lines[-1]
     )
-    for name in STRATEGIES:
+    for name in [*STRATEGIES, *(f"faultline + {p}" for p in POLICIES), "faultline + all"]:
         assert any(line.startswith(f"{name} ") for line in lines), name
+
+
+def test_the_policies_catch_what_no_send_result_shows() -> None:
+    """slow-peers: a broker 10x slower than its peers but under RocketMQ's band, then every
+    broker slow at once."""
+    results = evaluate(load_scenario("slow-peers"), 2_000)
+    plain, outliers = results["faultline"], results["faultline + outliers"]
+    assert plain.sick_sends == results["own"].sick_sends  # RocketMQ's rules see nothing
+    assert outliers.sick_sends < 0.6 * plain.sick_sends
+    assert plain.route_empty_s and plain.route_empty_s > 10  # all six isolated at once ...
+    assert results["faultline + cap"].route_empty_s == 0  # ... never with the cap
+    assert all(f.decided_healthy_isolated_s == 0 for n, f in results.items() if "+" in n)
 
 
 @pytest.mark.parametrize("name", ["default", "spike-timeout"])

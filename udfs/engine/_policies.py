@@ -130,7 +130,7 @@ class _Governor:
                 p["base"].pop(b, None)
                 p["shown"][b] = [AVAILABLE, t, False]
             else:
-                p["base"][b] = until
+                p["base"][b] = [until, eid]  # the FaultTable's isolation and its cause
                 p["shown"][b] = [ISOLATED, until, False]
             causes[b] = eid
         p["outlier"] = {b: v for b, v in p["outlier"].items() if v[0] > t}
@@ -159,7 +159,7 @@ class _Governor:
         p["shown"] = {b: s for b, s in p["shown"].items() if s[0] != AVAILABLE or s[2]}
 
     def _until(self, broker: str, t: int) -> int:
-        base = int(self.p["base"].get(broker, t))
+        base = int(self.p["base"].get(broker, [t])[0])
         outlier = int(self.p["outlier"].get(broker, [t])[0])
         return max(base, outlier)
 
@@ -226,6 +226,7 @@ class _Governor:
             return
         self.p["shown"][broker] = list(want)
         state, until, _ = want
+        cause = cause or self.p["base"].get(broker, [None, None])[1]
         outlier = self.p["outlier"].get(broker)
         if state == ISOLATED and outlier is not None and outlier[0] == until:
             decision, why = "OUTLIER", outlier[1]
