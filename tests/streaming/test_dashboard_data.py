@@ -191,6 +191,32 @@ def test_isolation_windows_and_now(out: Path) -> None:
     ]
 
 
+def test_the_policies_rows_open_and_end_windows_by_what_they_mean(out: Path) -> None:
+    outlier = "latency outlier: mean 300 ms over 80 sends of topic T ..."
+    decisions = [
+        _decision(T0 + 10_000, "b-1", "OUTLIER", T0 + 40_000, outlier),  # no FaultTable row
+        _decision(T0 + 40_000, "b-1", "RELEASE", T0 + 40_000, "latency outlier isolation ended"),
+        _decision(T0 + 1_000, "b-2", "ISOLATE", T0 + 31_000, "failed"),
+        _decision(T0 + 1_000, "b-2", "PANIC", T0 + 1_000, "isolation cap 50%: ..."),
+        _decision(T0 + 5_000, "b-2", "HOLD", T0 + 31_000, "the FaultTable's isolation holds"),
+        _decision(T0 + 31_000, "b-2", "RESTORE", T0 + 31_000, "isolation ended"),
+        _decision(T0 + 31_000, "b-2", "PROBE", T0 + 61_000, "recovery probing: ..."),
+    ]
+    _append(out, "broker_decisions", decisions, 0)
+    _append(out, "batches", [_batch(0, T0 + 80_000)], 0)
+    model = Model(out)
+    model.refresh()
+    w = model.windows(CLUSTER)
+    assert [
+        (r["broker_name"], r["start"] - T0, r["end"] - T0, r["reason"]) for _, r in w.iterrows()
+    ] == [
+        ("b-1", 10_000, 40_000, outlier),
+        ("b-2", 1_000, 1_000, "failed"),  # the cap kept it in the route at once ...
+        ("b-2", 5_000, 31_000, "the FaultTable's isolation holds"),  # ... until there was room
+    ]
+    assert model.now(CLUSTER).empty  # probing is not isolated
+
+
 def test_delay_levels_equal_the_job_summary(out: Path) -> None:
     rng = random.Random(5)
     entries, released = [], []
