@@ -12,6 +12,9 @@ Every producer of the scenario is run under each strategy in turn (same seed, sa
 - ``faultline + <policy>``: as ``faultline`` with the policies off but one
   (:data:`POLICIES`; ``udfs.engine._policies``), and ``faultline + all`` with all of them.
 
+- ``own + release``: ``own``, re-sending each failed message where faultline's fault-aware
+  release routes it (:data:`RELAY`).
+
 ``faultline`` runs the configuration as given: with the shipped one every policy is off, with
 ``conf/policies.yaml`` every one is on.
 
@@ -56,6 +59,9 @@ POLICIES = {
 }
 """The policy each ``faultline + <policy>`` row turns on, with this setting unless the
 configuration sets one (its other settings come from the configuration)."""
+RELAY = "own + release"
+"""Producers with their own strategy that re-send faultline's redeliveries where fault-aware
+release sends them (``redeliveries.broker_name``), read ``decision_delay`` after they are due."""
 SICK = ("outage", "flapping", "slow", "latency_spike")
 
 
@@ -225,6 +231,7 @@ def evaluate(
         turned |= on
         runs.append((f"faultline + {name}", "faultline", _policies(base, on)))
     runs.append(("faultline + all", "faultline", _policies(base, turned)))
+    runs.append((RELAY, "own", _policies(base, {"fault_aware_release": True})))
     results = {}
     for name, strategy, chosen in runs:
         change = STRATEGIES[strategy]
@@ -235,7 +242,8 @@ def evaluate(
             }
         )
         record = Record()
-        loop = Loop(changed.cluster, delay_ms, chosen) if strategy == "faultline" else None
+        follows = strategy == "faultline" or name == RELAY
+        loop = Loop(changed.cluster, delay_ms, chosen) if follows else None
         events = simulate(changed, record=record, loop=loop)
         results[name] = measure(changed, events, record, loop)
     return results

@@ -97,6 +97,9 @@ class Loop:
         self.view = DecisionView()
         self.decisions: list[dict[str, Any]] = []
         """Every cluster-scope decision, in event-time order."""
+        self.released: dict[tuple[str, int], str] = {}
+        """With fault-aware release, the broker each redelivery goes onto, by (message id,
+        redelivery count)."""
 
     def catch_up(self, at: int) -> None:
         """Run the engine on the batches that end by ``at - delay`` (rounded up to the batch
@@ -119,6 +122,10 @@ class Loop:
             if r["scope"] == engine.CLUSTER:
                 self.view.apply(decision_message(r, share), r["effective_at"] + self.delay)
                 self.decisions.append(r)
+        released = step.tables.get("redeliveries")
+        for r in released.to_pylist() if released is not None else []:
+            if r["broker_name"] is not None:
+                self.released[(r["message_id"], r["attempt_count"])] = r["broker_name"]
 
 
 def heartbeat_offset(index: int, brokers: int, interval: int) -> int:
@@ -354,6 +361,7 @@ def _produce(
     isolates at that instant."""
     rng = random.Random(f"{scenario.seed}/{spec.id}")
     follow = loop is not None and spec.strategy == "faultline"
+    relay = loop is not None and loop.config.policies.fault_aware_release
     switch = spec.latency_fault_enable and spec.strategy != "off"
     profile = PROFILES[spec.profile]
     mode = SendMode(spec.mode)
@@ -380,6 +388,7 @@ def _produce(
         "body_size": spec.body_size,
     }
     while True:
+        onto: str | None = None
         if resends and (resends[0][0] <= now or now >= traffic_end):
             due, message_id, redelivery = heapq.heappop(resends)
             now = max(now, due)
@@ -387,6 +396,15 @@ def _produce(
             fresh = False
             if now >= cluster.end:
                 return
+            if relay and loop is not None:
+                # fault-aware release: the producer re-sends what faultline's redeliveries say,
+                # onto the broker they name, once it has read them (the decision delay after
+                # faultline's clock reached the message's time)
+                yield _Wait(now)
+                onto = loop.released.get((message_id, redelivery))
+                if onto is None:
+                    heapq.heappush(resends, (now + TRIGGER_MS, message_id, redelivery))
+                    continue
         elif now < traffic_end:
             message_id, redelivery = f"{spec.id}-m{number:06d}", 0
             delayed = spec.delay_every and number % spec.delay_every == 0
@@ -418,7 +436,10 @@ def _produce(
             except EmptyRouteError:
                 break
             queue = selection.queue
-            if follow and loop is not None:
+            if onto is not None and attempt == 0:
+                mine = [q for q in info.queues if q.broker_name == onto]
+                queue = mine[seq % len(mine)] if mine else queue
+            elif follow and loop is not None:
                 ticket = zlib.crc32(f"{spec.id}/{seq}".encode())
                 queue = _avoid(
                     loop, scenario.cluster, info.queues, queue, table, switch, at, last, ticket
