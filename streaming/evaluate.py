@@ -147,6 +147,22 @@ def _common(spans: list[list[Interval]]) -> list[Interval]:
     return out
 
 
+def _judged_at(
+    d: dict[str, Any], sent_at: dict[str, int], sick: dict[str, list[Interval]], width: int
+) -> int | None:
+    """The instant an isolating decision judged its broker by: its cause's send; for a latency
+    outlier, the window that ended when it was found (a sick moment in it, else its end), as
+    an isolation that a slow send caused is judged by that send."""
+    cause, t = d["cause_event_id"], int(d["effective_at"])
+    if cause:
+        return sent_at.get(cause)
+    if d["decision"] == "OUTLIER":
+        for a, b in sick.get(d["broker_name"], []):
+            if a < t and b > t - width:
+                return max(a, t - width)
+    return t - 1
+
+
 def measure(
     scenario: Scenario, events: list[dict[str, Any]], record: Record, loop: Loop | None
 ) -> Figures:
@@ -169,13 +185,11 @@ def measure(
     sent_at = {e["event_id"]: e["event_time"] - e["latency_ms"] for e in sends}
     decided: dict[str, list[tuple[int, int, int]]] = {}
     read: dict[str, list[tuple[int, int, int]]] = {}
+    width = loop.config.policies.outlier_window_ms if loop is not None else 0
     for d in loop.decisions if loop is not None else []:
-        # a policy's isolation without a send behind it (a latency outlier) is judged by the
-        # broker's health at the end of the window that found it
-        cause, t = d["cause_event_id"], d["effective_at"]
-        sent = sent_at.get(cause) if cause else t - 1
+        sent = _judged_at(d, sent_at, sick, width)
         if decision_state(d["decision"]) == "ISOLATED" and sent is not None:
-            b = d["broker_name"]
+            b, t = d["broker_name"], d["effective_at"]
             decided.setdefault(b, []).append((sent, t, d["available_from"]))
             seen = t + loop.delay  # type: ignore[union-attr]
             read.setdefault(b, []).append((sent, seen, held_until(d, seen)))
