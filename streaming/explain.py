@@ -11,6 +11,7 @@ from typing import Any, TextIO
 
 import pyarrow.compute as pc
 
+from streaming.client import POLICY_STATES, publish_order
 from udfs.errors import FaultlineError
 from udfs.rocketmq import PROFILES
 
@@ -160,6 +161,15 @@ def broker_at(
          and (r["scope"] == kind or r["decision"].startswith("ROUTE"))),
         key=lambda r: (r["effective_at"], r["decision"]),
     )  # fmt: skip
+    # faultline's own policies have the last word in the cluster scope (udfs.engine._policies)
+    said = [r for r in sorted(near, key=publish_order) if r["effective_at"] <= at]
+    said = [r for r in said if r["scope"] == kind and not r["decision"].startswith("ROUTE")]
+    answer["policy"] = None
+    if said and said[-1]["decision"] in POLICY_STATES:
+        last = said[-1]
+        answer["policy"] = {k: last[k] for k in ("decision", "effective_at", "reason")}
+        held = POLICY_STATES[last["decision"]] == "ISOLATED" and at < last["available_from"]
+        answer["available"] = answer["nameserver"]["in_route"] is not False and not held
     split = sum(1 for r in near if r["effective_at"] <= at)
     answer["decisions"] = [
         {
@@ -287,6 +297,12 @@ def print_broker(answer: dict[str, Any], out: TextIO) -> None:
             f"{setter['band']} -> not "
             f"available for {setter['not_available_ms']} ms ({setter['profile']}); {setter['rule']}"
             + ("; it came while an isolation was running" if setter["while_isolated"] else ""),
+            file=out,
+        )
+    policy = answer.get("policy")
+    if policy is not None:
+        print(
+            f"  policy: {policy['decision']} at {iso(policy['effective_at'])}: {policy['reason']}",
             file=out,
         )
     ns = answer["nameserver"]

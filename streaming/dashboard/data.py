@@ -472,6 +472,7 @@ class Model:
         mine = d[
             (d["cluster"] == cluster)
             & d["broker_name"].notna()
+            & (d["decision"] != "QUEUE_SWAP")  # a report on a producer's queues, not a state
             & ((d["scope"] == "cluster") | d["scope_key"].isin(wanted))
         ]
         order = {

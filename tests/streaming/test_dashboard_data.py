@@ -201,6 +201,7 @@ def test_the_policies_rows_open_and_end_windows_by_what_they_mean(out: Path) -> 
         _decision(T0 + 5_000, "b-2", "HOLD", T0 + 31_000, "the FaultTable's isolation holds"),
         _decision(T0 + 31_000, "b-2", "RESTORE", T0 + 31_000, "isolation ended"),
         _decision(T0 + 31_000, "b-2", "PROBE", T0 + 61_000, "recovery probing: ..."),
+        {**_decision(T0 + 2, "b-3", "QUEUE_SWAP", T0 + 2), "scope": "producer", "scope_key": "p"},
     ]
     _append(out, "broker_decisions", decisions, 0)
     _append(out, "batches", [_batch(0, T0 + 80_000)], 0)

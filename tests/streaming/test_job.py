@@ -470,3 +470,14 @@ def test_the_policies_run_in_the_job_as_in_the_engine(tmp_path: Path) -> None:
     routed = released["target_topic"] == "orders"  # %RETRY% topics have no route here
     assert routed.sum() and released.loc[routed, "broker_name"].notna().all()
     assert released.loc[~routed, "broker_name"].isna().all()
+    # faultline explain tells the policies' word: a broker the cap kept in the route is available
+    panic = decisions[decisions["decision"] == "PANIC"].iloc[0]
+    broker, at = panic["broker_name"], str(int(panic["effective_at"]))
+    explained = faultline(
+        "explain", "--output", str(out), "--broker", broker, "--at", at, cwd=tmp_path
+    )
+    assert explained.returncode == 0, explained.stderr
+    first, *rest = explained.stdout.splitlines()
+    assert first.endswith(": AVAILABLE")
+    assert "  policy: PANIC at " in explained.stdout and "isolation cap 50%" in explained.stdout
+    assert any("FaultItem" in line for line in rest)  # RocketMQ's own view is still shown
