@@ -358,7 +358,8 @@ def _produce(
     releases it (the producer reads ``redeliveries``), with ``redelivery_count`` one higher, until
     faultline sends it to the DLQ; resends go on after the traffic stops. A ``faultline``
     producer yields a :class:`_Wait` before each pick and then avoids what ``loop``'s view
-    isolates at that instant."""
+    isolates at that instant. With fault-aware release in ``loop``'s configuration, a message is
+    sent again only once faultline has released it, onto the broker the release names."""
     rng = random.Random(f"{scenario.seed}/{spec.id}")
     follow = loop is not None and spec.strategy == "faultline"
     relay = loop is not None and loop.config.policies.fault_aware_release
