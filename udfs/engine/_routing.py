@@ -117,7 +117,8 @@ def _decide(
     else:
         pos, fault = -1, FaultTable(profile, rng=rng(config.seed, scope, key, row.event_id))
     reset = profile.line == "5" and row.mode == SendMode.SYNC
-    before = list(info.queues)
+    swaps = scope != CLUSTER and config.policies.report_queue_swaps
+    before = list(info.queues) if swaps else []
     sel = select_queue(
         profile, info, fault, row.broker_name, int(row.event_time), enable, reset_index=reset
     )
@@ -127,7 +128,7 @@ def _decide(
             table.remove(sel.removed, pos, int(row.event_time), row.event_id)
     after = [[q.broker_name, q.queue_id] for q in info.queues]
     pub["queues"] = None if after == fresh_queues else after
-    if sel.rewritten and scope != CLUSTER and config.policies.report_queue_swaps:
+    if sel.rewritten and swaps:
         _report_swap(cluster, key, row, before, info.queues, wqn, profile.name, out)
     pub["index"] = info.index
     out.rows(
