@@ -10,8 +10,7 @@ Every producer of the scenario is run under each strategy in turn (same seed, sa
   they happen (:class:`streaming.simulator.Loop`). It is never worse off than ``own``: the gain
   comes from the producers that have not failed on a sick broker themselves yet;
 - ``faultline + <policy>``: as ``faultline`` with the policies off but one
-  (:data:`POLICIES`; ``udfs.engine._policies``), and ``faultline + all`` with all of them.
-
+  (:data:`POLICIES`; ``udfs.engine._policies``), and ``faultline + all`` with all of them;
 - ``own + release``: ``own``, re-sending each failed message where faultline's fault-aware
   release routes it (:data:`RELAY`).
 
@@ -76,10 +75,11 @@ class Figures:
     p99_ms: float
     healthy_isolated_s: float
     decided_healthy_isolated_s: float | None = None
-    """``faultline`` only: the time the cluster scope's decisions isolated a healthy broker."""
+    """With faultline alongside (not for ``off`` and ``own``): the time the cluster scope's
+    decisions isolated a healthy broker."""
     route_empty_s: float | None = None
-    """``faultline`` only: the time the cluster scope's decisions isolated every broker of a
-    topic at once (what the isolation cap prevents)."""
+    """With faultline alongside: the time the cluster scope's decisions isolated every broker of
+    a topic at once (what the isolation cap prevents)."""
 
 
 def sick_intervals(scenario: Scenario) -> dict[str, list[Interval]]:
