@@ -29,16 +29,19 @@ a sick broker recovers is not counted: it is the price of any isolation.
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 from collections.abc import Callable, Iterable
 from typing import Any, TextIO
 
 import numpy as np
+import pyarrow.compute as pc
 
 from streaming.client import decision_state, held_until, publish_order
 from streaming.config import ProducerSpec, Scenario
 from streaming.simulator import Loop, Record, simulate
 from udfs import engine
+from udfs.parse import parse
 from udfs.rocketmq import Outcome
 
 Interval = tuple[int, int]
@@ -77,6 +80,11 @@ class Figures:
     decided_healthy_isolated_s: float | None = None
     """With faultline alongside (not for ``off`` and ``own``): the time the cluster scope's
     decisions isolated a healthy broker."""
+    queue_swaps: int = 0
+    """Queues RocketMQ 4.x rewrote to another broker in the producers' lists (#7779)."""
+    swaps_reported: int | None = None
+    """``own`` only: the ``QUEUE_SWAP`` rows faultline writes over the run's events with
+    ``report_queue_swaps``."""
     route_empty_s: float | None = None
     """With faultline alongside: the time the cluster scope's decisions isolated every broker of
     a topic at once (what the isolation cap prevents)."""
@@ -221,6 +229,7 @@ def measure(
     return Figures(
         decided_healthy_isolated_s=wrongly,
         route_empty_s=empty,
+        queue_swaps=record.swaps,
         sick_sends=sick_sends,
         sends=len(sends),
         failed=failed,
@@ -260,7 +269,20 @@ def evaluate(
         loop = Loop(changed.cluster, delay_ms, chosen) if follows else None
         events = simulate(changed, record=record, loop=loop)
         results[name] = measure(changed, events, record, loop)
+        if name == "own":
+            results[name].swaps_reported = _reported_swaps(changed.cluster, events, base)
     return results
+
+
+def _reported_swaps(cluster: str, events: list[dict[str, Any]], config: engine.EngineConfig) -> int:
+    """The ``QUEUE_SWAP`` rows of the producers' own scopes over ``events``, in one batch."""
+    config = _policies(
+        dataclasses.replace(config, scopes=(engine.PRODUCER,)), {"report_queue_swaps": True}
+    )
+    values = [json.dumps(e) for e in events]
+    frame = parse(values, ["evaluate"] * len(values), [e["event_time"] for e in events])
+    rows = engine.advance(cluster, None, frame.to_pandas(), config).tables.get("broker_decisions")
+    return 0 if rows is None else int(pc.sum(pc.equal(rows["decision"], "QUEUE_SWAP")).as_py() or 0)
 
 
 def _policies(config: engine.EngineConfig, on: dict[str, Any]) -> engine.EngineConfig:
@@ -282,16 +304,23 @@ def report(scenario: Scenario, delay_ms: int, results: dict[str, Figures], out: 
     header = (
         f"{'strategy':<22} {'sick-broker sends':>17} {'sends':>8} {'failed':>7} "
         f"{'retries':>7} {'DLQ':>5} {'p50 ms':>7} {'p99 ms':>7} {'healthy isolated s':>18} "
-        f"{'route empty s':>13}"
+        f"{'route empty s':>13} {'queue swaps':>11}"
     )
     print(header, file=out)
     for name, f in results.items():
         print(
             f"{name:<22} {f.sick_sends:>17} {f.sends:>8} {f.failed:>7} {f.retries:>7} "
             f"{f.dlq:>5} {f.p50_ms:>7.0f} {f.p99_ms:>7.0f} {f.healthy_isolated_s:>18.1f} "
-            f"{'-' if f.route_empty_s is None else f'{f.route_empty_s:.1f}':>13}",
+            f"{'-' if f.route_empty_s is None else f'{f.route_empty_s:.1f}':>13} "
+            f"{f.queue_swaps:>11}",
             file=out,
         )
+    own = results["own"]
+    print(
+        f"queue swaps of RocketMQ 4.x (apache/rocketmq #7779) under own: {own.queue_swaps} in "
+        f"the producers, {own.swaps_reported} reported by faultline (report_queue_swaps)",
+        file=out,
+    )
     decided = results["faultline"].decided_healthy_isolated_s
     print(
         f"healthy brokers isolated by faultline's own decisions: {decided or 0:.1f} s",

@@ -71,6 +71,9 @@ class Record:
     the attempt started, the update's time, the time the broker is available from)."""
     dlq: int = 0
     """Messages that faultline sent to the DLQ after their last redelivery failed."""
+    swaps: int = 0
+    """Queues that RocketMQ 4.x's pickOneAtLeast rewrote in place to another broker in a
+    producer's list (apache/rocketmq #7779)."""
 
 
 class Loop:
@@ -424,6 +427,9 @@ def _produce(
             at = now + cost
             if follow:
                 yield _Wait(at)
+            before = (
+                info.queues[:] if record is not None and switch and profile.line != "5" else None
+            )
             try:
                 selection = select_queue(
                     profile,
@@ -437,6 +443,10 @@ def _produce(
             except EmptyRouteError:
                 break
             queue = selection.queue
+            if before is not None and selection.rewritten and record is not None:
+                record.swaps += sum(
+                    a.broker_name != b.broker_name for a, b in zip(before, info.queues, strict=True)
+                )
             if onto is not None and attempt == 0:
                 mine = [q for q in info.queues if q.broker_name == onto]
                 queue = mine[seq % len(mine)] if mine else queue

@@ -131,6 +131,10 @@ def test_evaluate_prints_every_strategy_and_ends_with_the_two_comparisons(tmp_pa
     )
     for name in [*STRATEGIES, *(f"faultline + {p}" for p in POLICIES), "faultline + all", RELAY]:
         assert any(line.startswith(f"{name} ") for line in lines), name
+    # every broker down at once: 4.x producers rewrite queues to other brokers, and say so
+    swaps = next(line for line in lines if line.startswith("queue swaps of RocketMQ 4.x"))
+    made, reported = map(int, re.findall(r": (\d+) in the producers, (\d+) reported", swaps)[0])
+    assert made > 50 and reported > 0.8 * made, swaps
 
 
 def test_the_policies_catch_what_no_send_result_shows() -> None:
