@@ -61,7 +61,8 @@ def _from_rows(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
         if isinstance(values[0], pa.Array):
             columns[column.name] = pa.concat_arrays(values).cast(column.type)
         else:
-            columns[column.name] = pa.array(values, type=column.type)
+            # from_pandas: a missing optional field reaches here as NaN from pandas: null
+            columns[column.name] = pa.array(values, type=column.type, from_pandas=True)
     return pa.table(columns, schema=schema)
 
 
