@@ -87,3 +87,19 @@ def test_fuzzed_records_are_each_accounted_for_and_never_stop_the_engine(
         assert (0 if quarantined is None else len(quarantined)) == s["quarantined"]
         counted += s["input"]
     assert counted == len(values)
+
+
+def test_any_character_in_a_producer_or_broker_name() -> None:
+    """Found by the test above: names were joined with a separator character to pair them."""
+    from tests.engine.conftest import frame, send
+
+    events = [
+        send("e1", 1_000, "b\x1fx", "REMOTING_EXCEPTION", producer_id="p\x1fq"),
+        send("e2", 2_000, "\x1f", producer_id="\x1f"),
+    ]
+    step = engine.advance("c", None, frame(events), engine.EngineConfig())
+    items = step.tables["fault_items"].to_pylist()
+    assert {(r["scope_key"], r["broker_name"]) for r in items if r["scope"] == "producer"} == {
+        ("p\x1fq", "b\x1fx"),
+        ("\x1f", "\x1f"),
+    }

@@ -231,8 +231,9 @@ class ScopeTables:
         self.message_id = rows["message_id"].to_numpy(object)[fresh]
         n = len(self.key)
         self.profile_name = np.array([profiles[k].name for k in self.key.tolist()], dtype=object)
-        self.pair, pairs = pd.factorize(pd.Series(self.key + "\x1f" + self.broker, dtype=object))
-        self.pairs = [p.split("\x1f", 1) for p in pairs]
+        # (key, broker) pairs; any character may be in a producer id or a broker name
+        self.pair, pairs = pd.MultiIndex.from_arrays([self.key, self.broker]).factorize()
+        self.pairs = [list(p) for p in pairs]
         init_items = [self.init[k].get(b) for k, b in self.pairs]
         self.init_start = np.array(
             [it[2] if it is not None else NO_ITEM for it in init_items], dtype=np.int64
