@@ -231,9 +231,12 @@ class ScopeTables:
         self.message_id = rows["message_id"].to_numpy(object)[fresh]
         n = len(self.key)
         self.profile_name = np.array([profiles[k].name for k in self.key.tolist()], dtype=object)
-        # (key, broker) pairs; any character may be in a producer id or a broker name
-        self.pair, pairs = pd.MultiIndex.from_arrays([self.key, self.broker]).factorize()
-        self.pairs = [list(p) for p in pairs]
+        # (key, broker) pairs, from each side's codes: any character may be in either name
+        keys, key_names = pd.factorize(self.key)
+        brokers, broker_names = pd.factorize(self.broker)
+        width = max(len(broker_names), 1)
+        self.pair, codes = pd.factorize(keys.astype(np.int64) * width + brokers)
+        self.pairs = [[key_names[c // width], broker_names[c % width]] for c in codes.tolist()]
         init_items = [self.init[k].get(b) for k, b in self.pairs]
         self.init_start = np.array(
             [it[2] if it is not None else NO_ITEM for it in init_items], dtype=np.int64
