@@ -1,6 +1,5 @@
 """Fuzzed records mixed into a valid stream never stop the engine: every record is applied, late,
-a duplicate or quarantined, and each batch's counts add up (issue 14, item 2; the job-level run of
-100,000 records is still to come)."""
+a duplicate or quarantined, and each batch's counts add up."""
 
 from __future__ import annotations
 
