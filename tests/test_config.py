@@ -118,6 +118,11 @@ def test_a_bad_policy_setting_names_its_key(tmp_path: Path, text: str, shown: st
 def test_the_shipped_policies_file_turns_every_policy_on() -> None:
     from streaming.job import engine_config
 
+    from streaming.evaluate import POLICIES
+
     policies = engine_config(load_job_config(CONF_DIR / "policies.yaml")).policies
     assert None not in (policies.isolation_cap, policies.outlier_factor, policies.probe_share)
     assert policies.fault_aware_release and policies.report_queue_swaps
+    # the README says `evaluate --config conf/policies.yaml` runs its `faultline + all` row
+    for setting in POLICIES.values():
+        assert {k: getattr(policies, k) for k in setting} == setting
