@@ -116,9 +116,8 @@ def test_a_bad_policy_setting_names_its_key(tmp_path: Path, text: str, shown: st
 
 
 def test_the_shipped_policies_file_turns_every_policy_on() -> None:
-    from streaming.job import engine_config
-
     from streaming.evaluate import POLICIES
+    from streaming.job import engine_config
 
     policies = engine_config(load_job_config(CONF_DIR / "policies.yaml")).policies
     assert None not in (policies.isolation_cap, policies.outlier_factor, policies.probe_share)
