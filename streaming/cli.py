@@ -71,6 +71,11 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--scenario", default="default", help="conf/scenarios/NAME.yaml or a path")
     ev.add_argument("--delay", help="from a decision to producers acting on it (the scenario's)")
     ev.add_argument("--config", help="YAML settings (default conf/faultline.yaml)")
+    mt = commands.add_parser(
+        "maintain", help="compact, checkpoint and vacuum a job's Delta tables (safe while it runs)"
+    )
+    mt.add_argument("--output", help="the job's output folder (default: the configuration's)")
+    mt.add_argument("--config", help="YAML settings: the maintenance block is used")
     sim = commands.add_parser("simulate", help="write a scenario's events without running the job")
     sim.add_argument("--scenario", default="default", help="conf/scenarios/NAME.yaml or a path")
     sim.add_argument("--out", help="a folder for JSON-lines files")
@@ -112,6 +117,8 @@ def _main(args: argparse.Namespace) -> int:
             return evaluate_command(args)
         if args.command == "dashboard":
             return _dashboard(args)
+        if args.command == "maintain":
+            return _maintain(args)
         if args.command == "state":
             from streaming.replay import state_command
 
@@ -148,6 +155,24 @@ def _run(args: argparse.Namespace) -> int:
     }
     config = load_job_config(args.config, overrides)
     return run(config)
+
+
+def _maintain(args: argparse.Namespace) -> int:
+    from streaming.config import load_job_config
+    from streaming.maintain import maintain, print_reports
+
+    config = load_job_config(args.config, {"output": args.output})
+    output = Path(config.output).resolve()
+    if not (output / "batches" / "_delta_log").is_dir():
+        raise ConfigError(f"--output {output}: no faultline tables here")
+    reports = maintain(output, config.maintenance)
+    for r in reports:
+        print(
+            f"  {r.name:<18} {r.files_before:>6} -> {r.files_after:<6} files, "
+            f"{r.compacted} compacted, {r.vacuumed} vacuumed, {r.seconds:.2f} s"
+        )
+    print_reports(reports, sys.stdout, f"faultline: maintained {output}")
+    return 0
 
 
 def _dashboard(args: argparse.Namespace) -> int:

@@ -241,6 +241,36 @@ class PoliciesConfig(_Strict):
         return value
 
 
+class MaintenanceConfig(_Strict):
+    """Keeping the Delta tables fast over months (``streaming.maintain``)."""
+
+    every: NonNegativeInt = 100
+    """The job maintains its tables after every this many micro-batches (0: only
+    ``faultline maintain`` does)."""
+    min_files: Annotated[int, Field(ge=2)] = 20
+    """A day of a table (or an unpartitioned table) is compacted once it holds this many files
+    smaller than ``target_file_size``."""
+    target_file_size: Annotated[int, Field(ge=1 << 20)] = 64 << 20
+    """Bytes: compaction writes files up to this size."""
+    checkpoint_interval: PositiveInt = 100
+    """Commits between Delta log checkpoints (``delta.checkpointInterval``)."""
+    vacuum_retention: Duration = 7 * 86_400_000
+    """Files that compaction replaced stay this long for readers of older versions, then VACUUM
+    deletes them (``delta.deletedFileRetentionDuration``)."""
+    log_retention: Duration = 30 * 86_400_000
+    """Delta log entries older than this go at a checkpoint (``delta.logRetentionDuration``):
+    how far back time travel reaches."""
+
+    @field_validator("vacuum_retention", "log_retention")
+    @classmethod
+    def _at_least_an_hour(cls, value: int) -> int:
+        if value < 3_600_000:
+            raise ValueError(
+                "must be 1h or more: a reader or a batch in flight must not lose its files"
+            )
+        return value
+
+
 class JobConfig(_Strict):
     source: Literal["simulator", "files", "kafka"] = "simulator"
     path: str | None = None
@@ -270,6 +300,10 @@ class JobConfig(_Strict):
     """The cluster scope does not isolate a broker for a retry that failed only because the
     send's budget ran out (RocketMQ does, and so does the producer scope)."""
     policies: PoliciesConfig = PoliciesConfig()
+    maintenance: MaintenanceConfig = MaintenanceConfig()
+    sink: Literal["delta-rs", "delta-spark"] = "delta-rs"
+    """Who commits to the Delta tables: faultline's own writer (delta-rs, no jars), or Spark's
+    Delta Lake data source, on a cluster that has its jars (``streaming.sink_spark``)."""
     seed: int = 0
     static_routes: dict[str, list[RouteBroker]] = {}
     progress_interval: Duration = 2_000

@@ -24,6 +24,8 @@ import pyarrow.compute as pc
 
 from streaming.client import decision_state, publish_order
 from streaming.config import JobConfig, load_scenario, masked, scenario_path
+from streaming.listener import BatchProgress
+from streaming.maintain import maintain, print_reports, table_properties
 from streaming.replay import record_run
 from udfs import engine
 from udfs.errors import ConfigError
@@ -33,6 +35,7 @@ from udfs.schema import TABLES
 
 PROJECT = Path(__file__).resolve().parents[1]
 QUERY_NAME = "faultline"
+LISTENER_WAIT_S = 10.0
 
 
 @dataclass
@@ -118,6 +121,11 @@ def _spark(config: JobConfig, output: Path) -> Any:
         # (after filters are pushed through it) runs out of memory
         .config("spark.sql.constraintPropagation.enabled", "false")
     )
+    if config.sink == "delta-spark":
+        from streaming.sink_spark import SESSION
+
+        for key, value in {**SESSION, "spark.sql.session.timeZone": "UTC"}.items():
+            builder = builder.config(key, value)
     bundle = None if local else _bundle(output)
     if bundle is not None:
         # the driver's own Python helpers (the streaming source's planner) run in processes the
@@ -186,10 +194,12 @@ def build_query(
     on_batch: Callable[[dict[str, Any]], None] | None = None,
     publisher: Any = None,
     operator: Callable[..., Any] | None = None,
+    listener: BatchProgress | None = None,
 ) -> Any:
     """The job's streaming query, started. ``publisher`` (a :class:`streaming.kafka.Publisher`)
     receives the decisions and redeliveries of each batch; None publishes nothing. ``operator``
-    replaces the stateful function (the benchmark's floor)."""
+    replaces the stateful function (the benchmark's floor). ``listener``'s progress rows are
+    written into ``batches`` as they come."""
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
     from pyspark.sql.streaming.state import GroupStateTimeout
@@ -198,6 +208,14 @@ def build_query(
     from streaming.stateful import RECORDS, STATE_SCHEMA, state_function
 
     app_id = checkpoint_app_id(checkpoint)
+    flat = sink.flat_tables(output)
+    committer: sink.Committer = sink.DeltaRs(output, app_id)
+    files_root = output  # where the tasks write the tables' files
+    if config.sink == "delta-spark":
+        from streaming.sink_spark import DeltaSpark
+
+        committer = DeltaSpark(spark, output, app_id, flat)
+        files_root = committer.staging
     raw = _source(spark, config, folder)
     lost = F.col("lost") if "lost" in raw.columns else F.lit(None).cast("bigint")
     # only the raw records cross the shuffle, keyed by their cluster; the operator parses them.
@@ -223,7 +241,9 @@ def build_query(
         grouping.append(SLOT)
     files = records.groupBy(*grouping).applyInPandasWithState(
         operator
-        or state_function(engine_config(config), str(output), app_id, config.stateful_shards),
+        or state_function(
+            engine_config(config), str(files_root), app_id, config.stateful_shards, flat
+        ),
         from_arrow_schema(sink.META),
         STATE_SCHEMA,
         "append",
@@ -241,7 +261,9 @@ def build_query(
     def commit(df: Any, batch_id: int) -> None:
         started = time.time()
         metas = [r.asDict() for r in df.collect()]  # file metadata and counters only
-        rows = sink.read_rows(output, metas, sink.PUBLISHED if publisher else ("broker_decisions",))
+        rows = sink.read_rows(
+            files_root, metas, sink.PUBLISHED if publisher else ("broker_decisions",)
+        )
         if publisher is not None:  # at least once onto Kafka, before the tables commit
             failpoints.reach("before-publish", batch_id)
             sink.publish_batch(
@@ -255,13 +277,22 @@ def build_query(
             )
             failpoints.reach("after-publish", batch_id)
         write_ms = int((time.time() - started) * 1000)
-        result = sink.commit_batch(output, batch_id, metas, app_id, write_ms)
+        result = sink.commit_batch(output, batch_id, metas, app_id, write_ms, committer)
         _track_isolation(rows["broker_decisions"], progress)
         progress.batches += 1
         progress.rows += result["input"]
         progress.last = {**result, "seconds": time.time() - started}
         if on_batch is not None:
             on_batch(progress.last)
+        if listener is not None:  # the progress of the batches before
+            sink.record_progress(output, listener.take())
+        every = config.maintenance.every
+        if every and (batch_id + 1) % every == 0:
+            print_reports(
+                maintain(output, config.maintenance),
+                sys.stdout,
+                f"maintenance after batch {batch_id}",
+            )
 
     writer = (
         files.writeStream.queryName(QUERY_NAME)
@@ -357,10 +388,14 @@ def run(config: JobConfig, out: TextIO = sys.stdout) -> int:
         folder = simulator_folder(config, output)
     elif config.source == "files":
         folder = Path(str(config.path))
-    sink.create_tables(output)
+    sink.create_tables(output, table_properties(config.maintenance))
     _check_source(config, checkpoint, record=True)
     record_run(config, checkpoint)
     spark = _spark(config, output)
+    if config.sink == "delta-spark":
+        from streaming.sink_spark import check_delta
+
+        check_delta(spark, output / "batches")
     progress = Progress()
     if config.source == "kafka":
         topics = config.topic or f"pattern {config.subscribe_pattern}"
@@ -378,7 +413,11 @@ def run(config: JobConfig, out: TextIO = sys.stdout) -> int:
         from streaming.kafka import Publisher
 
         publisher = Publisher(config.kafka_conf())
-    query = build_query(spark, config, folder, output, checkpoint, progress, publisher=publisher)
+    listener = BatchProgress(out)
+    spark.streams.addListener(listener)
+    query = build_query(
+        spark, config, folder, output, checkpoint, progress, publisher=publisher, listener=listener
+    )
     shown = -1
     try:
         while query.isActive:
@@ -395,6 +434,11 @@ def run(config: JobConfig, out: TextIO = sys.stdout) -> int:
         query.stop()
         print("faultline: stopped", file=out)
     finally:
+        listener.terminated.wait(LISTENER_WAIT_S)  # Spark's last progress comes before this
+        try:
+            sink.record_progress(output, listener.take())
+        except Exception as exc:  # the run's own outcome matters more
+            print(f"faultline: Spark's progress of the last batches not written: {exc}", file=out)
         spark.stop()
         if publisher is not None:
             publisher.close()

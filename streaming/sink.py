@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -24,7 +25,16 @@ from deltalake.transaction import AddAction, RemoveAction
 
 from streaming import failpoints
 from streaming.client import message, publish_order
-from udfs.schema import BATCHES, TABLE_FORMAT, TABLES
+from udfs.schema import (
+    BATCHES,
+    MILLIS,
+    PARTITION,
+    TABLE_FORMAT,
+    TABLES,
+    TIME_COLUMNS,
+    TIMESTAMP,
+    timestamp_name,
+)
 
 META = pa.schema(
     [
@@ -46,49 +56,137 @@ META = pa.schema(
         ("state_bytes", pa.int64()),
         ("task", pa.int64()),
         ("stats", pa.string()),
+        ("partition", pa.string()),
     ]
 )
 """What a task reports to the driver: a file it wrote (``table``, ``path``, ``size``,
-``records``, ``stats``: its Delta statistics), or with ``table`` null, its counters and timings
+``records``, ``stats``: its Delta statistics, ``partition``: its day, or null in an
+unpartitioned table), or with ``table`` null, its counters and timings
 for one cluster."""
 
 
+def own_schema(name: str) -> pa.Schema:
+    """The columns a table's writer provides: the engine's (or the batch's) and ``batch_id``."""
+    return BATCHES if name == "batches" else TABLES[name].append(pa.field("batch_id", pa.int64()))
+
+
 def table_schema(name: str) -> pa.Schema:
-    """A table's Delta schema: its columns plus ``batch_id``."""
-    return TABLES[name].append(pa.field("batch_id", pa.int64()))
+    """A table's Delta schema: :func:`own_schema`, a timestamp twin of each time column and, but
+    for ``batches``, the partition column."""
+    schema = own_schema(name)
+    for column in MILLIS[name]:
+        schema = schema.append(pa.field(timestamp_name(column), TIMESTAMP))
+    if name in TIME_COLUMNS:
+        schema = schema.append(pa.field(PARTITION, pa.date32()))
+    return schema
 
 
 DESCRIPTION = f"faultline table format {TABLE_FORMAT}"
 """Each table's description: what wrote it, for readers that must know the layout."""
 
 
-def create_tables(root: Path) -> None:
+def create_tables(root: Path, properties: dict[str, str] | None = None) -> None:
     """Create every table (empty) so that dashboards find them from the start; a table made by
-    an older faultline takes on the columns added since (one metadata commit, no data)."""
+    an older faultline takes on the columns added since (one metadata commit, no data), and
+    ``properties`` (Delta table properties) where they differ."""
     for name in [*TABLES, "batches"]:
-        schema = BATCHES if name == "batches" else table_schema(name)
+        schema = table_schema(name)
         table = DeltaTable.create(
-            str(root / name), schema=schema, mode="ignore", description=DESCRIPTION
+            str(root / name),
+            schema=schema,
+            mode="ignore",
+            partition_by=[PARTITION] if name in TIME_COLUMNS else None,
+            description=DESCRIPTION,
+            configuration=properties,
         )
         have = {f.name for f in table.schema().fields}
-        if any(f.name not in have for f in schema):
-            write_deltalake(table, schema.empty_table(), mode="append", schema_mode="merge")
+        missing = [f for f in schema if f.name not in have and f.name != PARTITION]
+        if missing:
+            write_deltalake(
+                table,
+                pa.schema(f for f in schema if f.name in have or f in missing).empty_table(),
+                mode="append",
+                schema_mode="merge",
+            )
+        config = table.metadata().configuration
+        changed = {k: v for k, v in (properties or {}).items() if config.get(k) != v}
+        if changed:
+            table.alter.set_table_properties(changed)
 
 
-def write_file(root: Path, name: str, data: pa.Table, batch_id: int, app_id: str) -> dict[str, Any]:
-    """Executor side: one table's rows of one task as a Parquet file in the table's folder;
-    returns its metadata for the driver's commit."""
+def flat_tables(root: Path) -> frozenset[str]:
+    """The tables under ``root`` that are not partitioned by :data:`PARTITION`: made before
+    table format 2, they keep their layout."""
+    return frozenset(
+        name
+        for name in TIME_COLUMNS
+        if PARTITION not in DeltaTable(str(root / name)).metadata().partition_columns
+    )
+
+
+def with_timestamps(name: str, data: pa.Table) -> pa.Table:
+    """``data`` with the timestamp twin of each of its table's time columns."""
+    for column in MILLIS[name]:
+        values = data[column].cast(pa.timestamp("ms")).cast(TIMESTAMP)
+        data = data.append_column(pa.field(timestamp_name(column), TIMESTAMP), values)
+    return data
+
+
+def stored(name: str, data: pa.Table) -> pa.Table:
+    """Rows of a table's own columns (and ``batch_id``) as the table stores them, for writers
+    other than the job's (``write_deltalake``): with their timestamps and partition column."""
+    data = with_timestamps(name, data)
+    if name in TIME_COLUMNS:
+        days = data[TIME_COLUMNS[name]].cast(pa.timestamp("ms")).cast(pa.date32())
+        data = data.append_column(PARTITION, days)
+    return data.select(table_schema(name).names)
+
+
+def write_file(
+    root: Path, name: str, data: pa.Table, batch_id: int, app_id: str, partitioned: bool = True
+) -> list[dict[str, Any]]:
+    """Executor side: one table's rows of one task as Parquet files in the table's folder, one
+    per day of its time column when the table is ``partitioned``; returns their metadata for
+    the driver's commit."""
     data = data.append_column("batch_id", pa.array(np.full(len(data), batch_id, dtype=np.int64)))
-    relative = f"{_prefix(app_id, batch_id)}{uuid.uuid4().hex}.parquet"
-    path = root / name / relative
-    pq.write_table(data, path)
-    return {
-        "table": name,
-        "path": relative,
-        "size": path.stat().st_size,
-        "records": len(data),
-        "stats": file_stats(data),
-    }
+    data = with_timestamps(name, data)
+    split = partitioned and name in TIME_COLUMNS
+    parts: list[tuple[str | None, pa.Table]] = [(None, data)]
+    if split:
+        days = data[TIME_COLUMNS[name]].cast(pa.timestamp("ms")).cast(pa.date32())
+        parts = [
+            (None if day.as_py() is None else str(day), data.filter(_same_day(days, day)))
+            for day in pc.unique(days)
+        ]
+    metas = []
+    for day, rows in parts:
+        folder = f"{PARTITION}={day or NULL_PART}/" if split else ""
+        relative = f"{folder}{_prefix(app_id, batch_id)}{uuid.uuid4().hex}.parquet"
+        path = root / name / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(rows, path)
+        metas.append(
+            {
+                "table": name,
+                "path": relative,
+                "size": path.stat().st_size,
+                "records": len(rows),
+                "stats": file_stats(rows),
+                "partition": (day or NULL_PART) if split else None,
+            }
+        )
+    return metas
+
+
+NULL_PART = "__HIVE_DEFAULT_PARTITION__"
+"""The folder of rows whose partition value is null (a quarantined record without an ingest
+time), as Hive and Delta name it."""
+
+
+def _same_day(days: pa.ChunkedArray, day: pa.Scalar) -> pa.ChunkedArray:
+    if day.as_py() is None:
+        return pc.is_null(days)
+    return pc.fill_null(pc.equal(days, day), False)
 
 
 def file_stats(data: pa.Table) -> str:
@@ -103,10 +201,19 @@ def file_stats(data: pa.Table) -> str:
         values = data[column]
         nulls[column] = values.null_count
         kind = values.type
-        if pa.types.is_integer(kind) or pa.types.is_boolean(kind) or pa.types.is_string(kind):
-            bounds = pc.min_max(values).as_py()
-            if bounds["min"] is not None:
-                low[column], high[column] = _bound(bounds["min"], 0), _bound(bounds["max"], 1)
+        plain = pa.types.is_integer(kind) or pa.types.is_boolean(kind) or pa.types.is_string(kind)
+        if plain or pa.types.is_timestamp(kind):
+            bounds = pc.min_max(values)
+            if bounds["min"].is_valid:
+                if pa.types.is_timestamp(kind):  # as Delta writes them: ISO 8601, ms, UTC
+                    bounds = pc.strftime(
+                        pa.array([bounds["min"], bounds["max"]]).cast(pa.timestamp("ms", "UTC")),
+                        "%Y-%m-%dT%H:%M:%SZ",  # %S has the milliseconds,
+                    ).to_pylist()
+                    low[column], high[column] = bounds
+                else:
+                    found = bounds.as_py()
+                    low[column], high[column] = _bound(found["min"], 0), _bound(found["max"], 1)
     stats = {"numRecords": len(data), "minValues": low, "maxValues": high, "nullCount": nulls}
     return json.dumps(stats)
 
@@ -120,6 +227,14 @@ def _bound(value: Any, upper: int) -> Any:
 
 
 STAT_CHARS = 64
+
+
+def _partition(meta: dict[str, Any]) -> dict[str, str | None]:
+    """A file's partition values, as its add action carries them."""
+    day = meta.get("partition")
+    if day is None:
+        return {}
+    return {PARTITION: None if day == NULL_PART else day}
 
 
 def _prefix(app_id: str, batch_id: int) -> str:
@@ -148,10 +263,58 @@ def is_committed(table: DeltaTable, app_id: str, batch_id: int) -> bool:
     return version is not None and version >= batch_id
 
 
+class Committer(Protocol):
+    """How a batch's files and its ``batches`` row reach the tables, each at most once per
+    ``(app_id, batch_id)``."""
+
+    def files(self, name: str, entries: list[dict[str, Any]], batch_id: int, now_ms: int) -> bool:
+        """Commit one table's files of the batch; False when the table has the batch already."""
+        ...
+
+    def row(self, row: dict[str, Any], batch_id: int) -> None:
+        """Commit the batch's ``batches`` row, last."""
+        ...
+
+
+@dataclass(frozen=True)
+class DeltaRs:
+    """The job's own committer: the files the tasks wrote into the tables' folders become add
+    actions of one delta-rs commit per table."""
+
+    root: Path
+    app_id: str
+
+    def files(self, name: str, entries: list[dict[str, Any]], batch_id: int, now_ms: int) -> bool:
+        return commit_table(self.root / name, entries, self.app_id, batch_id, now_ms)
+
+    def row(self, row: dict[str, Any], batch_id: int) -> None:
+        batches = DeltaTable(str(self.root / "batches"))
+        if is_committed(batches, self.app_id, batch_id):
+            return
+        failpoints.reach("before-commit-batches", batch_id)
+        write_deltalake(
+            batches,
+            with_timestamps("batches", pa.Table.from_pylist([row], schema=BATCHES)),
+            mode="append",
+            schema_mode="merge",  # tables made before a column was added take it on
+            commit_properties=CommitProperties(
+                app_transactions=[Transaction(self.app_id, batch_id)]
+            ),
+        )
+        failpoints.reach("after-commit-batches", batch_id)
+
+
 def commit_batch(
-    root: Path, batch_id: int, metas: list[dict[str, Any]], app_id: str, write_ms: int
+    root: Path,
+    batch_id: int,
+    metas: list[dict[str, Any]],
+    app_id: str,
+    write_ms: int,
+    committer: Committer | None = None,
 ) -> dict[str, Any]:
-    """Driver side: commit each table's new files once; return the batch's counts."""
+    """Driver side: commit each table's new files once (with ``committer``, by default
+    :class:`DeltaRs`), then the batch's row; return the batch's counts."""
+    committer = committer or DeltaRs(root, app_id)
     started = time.time()
     files: dict[str, list[dict[str, Any]]] = {}
     for meta in metas:
@@ -170,35 +333,8 @@ def commit_batch(
         entries = files.get(name)
         if not entries:
             continue
-        table = DeltaTable(str(root / name))
-        keep = {e["path"] for e in entries}
-        if is_committed(table, app_id, batch_id):  # in the table already: these files are spare
-            for path in keep:
-                (root / name / path).unlink(missing_ok=True)
-            continue
-        for stray in (root / name).glob(f"{_prefix(app_id, batch_id)}*.parquet"):
-            if stray.name not in keep:  # left by a failed attempt of this batch
-                stray.unlink(missing_ok=True)
-        actions: list[AddAction | RemoveAction] = [
-            AddAction(
-                e["path"],
-                int(e["size"]),
-                {},
-                now_ms,
-                True,
-                e["stats"],
-            )
-            for e in entries
-        ]
-        failpoints.reach(f"before-commit-{name}", batch_id)
-        table.create_write_transaction(
-            actions,
-            mode="append",
-            schema=table.schema(),
-            commit_properties=CommitProperties(app_transactions=[Transaction(app_id, batch_id)]),
-        )
-        committed[name] = sum(int(e["records"]) for e in entries)
-        failpoints.reach(f"after-commit-{name}", batch_id)
+        if committer.files(name, entries, batch_id, now_ms):
+            committed[name] = sum(int(e["records"]) for e in entries)
     counts = {
         "batch_id": batch_id,
         **stats,
@@ -212,18 +348,54 @@ def commit_batch(
         "commit_ms": int((time.time() - started) * 1000),
         "committed_at": int(time.time() * 1000),
     }
-    batches = DeltaTable(str(root / "batches"))
-    if not is_committed(batches, app_id, batch_id):
-        failpoints.reach("before-commit-batches", batch_id)
-        write_deltalake(
-            batches,
-            pa.Table.from_pylist([row], schema=BATCHES),
-            mode="append",
-            schema_mode="merge",  # tables made before a column was added take it on
-            commit_properties=CommitProperties(app_transactions=[Transaction(app_id, batch_id)]),
-        )
-        failpoints.reach("after-commit-batches", batch_id)
+    committer.row(row, batch_id)
     return {**row, "committed": committed}
+
+
+def record_progress(root: Path, rows: list[dict[str, Any]]) -> None:
+    """Spark's progress of committed batches into their ``batches`` rows (one commit; a batch
+    not in the table, such as one Spark ran but the job did not commit, is left out)."""
+    if not rows:
+        return
+    columns = [f for f in BATCHES if f.name == "batch_id" or f.name in rows[0]]
+    source = pa.Table.from_pylist(rows, schema=pa.schema(columns))
+    updates = {f.name: f"s.{f.name}" for f in columns if f.name != "batch_id"}
+    (
+        DeltaTable(str(root / "batches"))
+        .merge(source, "t.batch_id = s.batch_id", source_alias="s", target_alias="t")
+        .when_matched_update(updates)
+        .execute()
+    )
+
+
+def commit_table(
+    path: Path, entries: list[dict[str, Any]], app_id: str, batch_id: int, now_ms: int
+) -> bool:
+    """One table's new files of a batch as one Delta commit; False when the table has the
+    batch already (then the files are spare and deleted)."""
+    table = DeltaTable(str(path))
+    keep = {e["path"] for e in entries}
+    if is_committed(table, app_id, batch_id):
+        for relative in keep:
+            (path / relative).unlink(missing_ok=True)
+        return False
+    for folder in {Path(p).parent for p in keep}:
+        for stray in (path / folder).glob(f"{_prefix(app_id, batch_id)}*.parquet"):
+            if str(folder / stray.name) not in keep:  # left by a failed attempt
+                stray.unlink(missing_ok=True)
+    actions: list[AddAction | RemoveAction] = [
+        AddAction(e["path"], int(e["size"]), _partition(e), now_ms, True, e["stats"])
+        for e in entries
+    ]
+    failpoints.reach(f"before-commit-{path.name}", batch_id)
+    table.create_write_transaction(
+        actions,
+        mode="append",
+        schema=table.schema(),
+        commit_properties=CommitProperties(app_transactions=[Transaction(app_id, batch_id)]),
+    )
+    failpoints.reach(f"after-commit-{path.name}", batch_id)
+    return True
 
 
 def read_rows(

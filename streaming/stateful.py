@@ -27,12 +27,18 @@ BATCH_ID = "streaming.sql.batchId"
 
 
 def state_function(
-    config: engine.EngineConfig, output: str, app_id: str, shards: int = 1
+    config: engine.EngineConfig,
+    output: str,
+    app_id: str,
+    shards: int = 1,
+    flat: frozenset[str] = frozenset(),
 ) -> Callable[[tuple[Any, ...], Iterator[pd.DataFrame], Any], Iterator[pd.DataFrame]]:
     """The function handed to Spark. Spark's contract: it is called once per key that has
     records in the micro-batch (:data:`RECORDS`), in no particular order (the engine sorts); the
     state is one JSON string; there are no timeouts (the engine's clock is event time). A key is
-    a cluster, or with ``shards`` > 1 a cluster and a slot (its shard is ``slot % shards``)."""
+    a cluster, or with ``shards`` > 1 a cluster and a slot (its shard is ``slot % shards``).
+    ``flat`` names the tables made before they were partitioned
+    (:func:`streaming.sink.flat_tables`)."""
     root = Path(output)
 
     def advance(
@@ -55,6 +61,7 @@ def state_function(
             int(str(context.getLocalProperty(BATCH_ID))),
             app_id,
             received=time.perf_counter() - started,
+            flat=flat,
         )
         state.update((saved,))
         for meta in metas:
@@ -79,6 +86,7 @@ def run_key(
     batch_id: int,
     app_id: str,
     received: float = 0.0,
+    flat: frozenset[str] = frozenset(),
 ) -> tuple[str, list[dict[str, Any]]]:
     """One key's work in one batch, in Spark or in a replay: parse the raw records
     (:data:`RECORDS`), advance the state (JSON text, None for a new key), write each table's rows
@@ -95,7 +103,11 @@ def run_key(
     step = engine.advance(cluster, previous, events, config, shard)
     saved = engine.dumps(step.state)
     advanced = time.perf_counter()
-    metas = [write_file(root, name, frame, batch_id, app_id) for name, frame in step.tables.items()]
+    metas = [
+        meta
+        for name, frame in step.tables.items()
+        for meta in write_file(root, name, frame, batch_id, app_id, name not in flat)
+    ]
     metas.append(
         {
             "table": None,

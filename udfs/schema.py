@@ -211,9 +211,37 @@ TIME_COLUMNS = {
 """Each table's event-time column (epoch ms). Every file the job writes carries its minimum and
 maximum in the Delta log, so a reader of a time range skips the other files unopened."""
 
-TABLE_FORMAT = 1
+MILLIS = {
+    "fault_items": ("event_time", "available_from"),
+    "broker_decisions": ("effective_at", "available_from"),
+    "routing_decisions": ("decided_at",),
+    "routing_table": ("effective_at",),
+    "quarantine": ("seen_at",),
+    "heartbeats": ("event_time",),
+    "late_events": ("event_time", "clock"),
+    "schedule_entries": ("store_time", "deliver_at"),
+    "redeliveries": ("store_time", "deliver_at"),
+    "batches": ("clock", "committed_at"),
+}
+"""Each table's time columns (epoch ms). Each is also stored as ``<column>_ts``, a Delta
+``timestamp`` (UTC), for SQL and dashboard readers."""
+
+TIMESTAMP = pa.timestamp("us", tz="UTC")
+PARTITION = "event_date"
+"""The partition column of every table but ``batches``: the UTC date of its
+:data:`TIME_COLUMNS` column, so a reader of a time range opens only those days' folders."""
+
+
+def timestamp_name(column: str) -> str:
+    """The name of a time column's timestamp twin."""
+    return f"{column}_ts"
+
+
+TABLE_FORMAT = 2
 """The layout of the tables this faultline writes, kept in each table's description
-(``faultline table format N``): a reader refuses a format newer than its own."""
+(``faultline table format N``): a reader refuses a format newer than its own. Format 2 added
+the ``*_ts`` timestamps and the ``event_date`` partitions; format-1 tables (unpartitioned) are
+still written, and take on the timestamp columns."""
 
 BATCHES = pa.schema(
     [
@@ -235,6 +263,12 @@ BATCHES = pa.schema(
         ("state_bytes", pa.int64()),
         ("slowest_task_ms", pa.int64()),
         ("committed_at", pa.int64()),
+        ("input_rows_per_second", pa.float64()),
+        ("processed_rows_per_second", pa.float64()),
+        ("batch_ms", pa.int64()),
+        ("add_batch_ms", pa.int64()),
+        ("state_rows", pa.int64()),
+        ("state_memory_bytes", pa.int64()),
     ]
 )
 """One row per micro-batch, written by the sink's commit. ``input`` counts the records that
@@ -249,4 +283,9 @@ taking the records over from Spark, ``parse_ms`` parsing,
 Parquet files. ``state_bytes`` is the size of the state written in this batch.
 ``slowest_task_ms`` is the operator's time in its busiest task (its keys' four timings summed):
 the stateful stage's share of the batch when its tasks run side by side. ``committed_at`` is the
-wall-clock time (epoch ms) of the batch's commit: against ``clock``, how far the job is behind."""
+wall-clock time (epoch ms) of the batch's commit: against ``clock``, how far the job is behind.
+
+From Spark's own progress of the batch (``StreamingQueryListener``, written after the batch):
+``input_rows_per_second`` and ``processed_rows_per_second``, ``batch_ms`` (the whole batch,
+Spark's bookkeeping included) and ``add_batch_ms`` (the query and the sink), ``state_rows`` and
+``state_memory_bytes`` (the stateful operator's keys and the memory its state store holds)."""

@@ -24,7 +24,7 @@ import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
 from streaming.dashboard.app import Page, sections
-from streaming.sink import create_tables, table_schema
+from streaming.sink import create_tables, own_schema, stored
 from udfs.schema import BATCHES
 
 T0 = 1_795_255_200_000
@@ -32,11 +32,11 @@ FILE_ROWS = 50_000
 
 
 def _append(out: Path, name: str, columns: Mapping[str, Any], batch_id: int) -> None:
-    schema = table_schema(name)
+    schema = own_schema(name)
     n = len(next(iter(columns.values())))
     data = {f.name: columns.get(f.name, pa.nulls(n, f.type)) for f in schema}
     data["batch_id"] = np.full(n, batch_id, dtype=np.int64)
-    write_deltalake(str(out / name), pa.table(data, schema=schema), mode="append")
+    write_deltalake(str(out / name), stored(name, pa.table(data, schema=schema)), mode="append")
 
 
 def write_batch(out: Path, batch_id: int, start: int, span: int, brokers: int, seed: int) -> int:
@@ -98,9 +98,8 @@ def write_batch(out: Path, batch_id: int, start: int, span: int, brokers: int, s
         _append(out, name, entries, batch_id)
     clock = int(times[-1])
     row = {"batch_id": batch_id, "input": n, "clock": clock, "write_ms": 0, "commit_ms": 0}
-    write_deltalake(
-        str(out / "batches"), pa.Table.from_pylist([row], schema=BATCHES), mode="append"
-    )
+    batch = pa.Table.from_pylist([row], schema=BATCHES)
+    write_deltalake(str(out / "batches"), stored("batches", batch), mode="append")
     return clock
 
 

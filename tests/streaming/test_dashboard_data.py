@@ -16,18 +16,18 @@ from deltalake import DeltaTable, write_deltalake
 from streaming.dashboard import data
 from streaming.dashboard.data import MINUTE, Model, TablesError, check_output
 from streaming.job import delay_queues, isolation_windows
-from streaming.sink import create_tables, table_schema
-from udfs.schema import BATCHES
+from streaming.sink import create_tables, own_schema, stored, table_schema
 
 T0 = 1_795_255_200_000  # 2026-11-21 10:00:00 UTC
 CLUSTER = "C1"
 
 
 def _append(out: Path, name: str, rows: list[dict[str, Any]], batch_id: int) -> None:
-    schema = BATCHES if name == "batches" else table_schema(name)
+    schema = own_schema(name)
     rows = rows if name == "batches" else [{**r, "batch_id": batch_id} for r in rows]
     full = [{f: r.get(f) for f in schema.names} for r in rows]
-    write_deltalake(str(out / name), pa.Table.from_pylist(full, schema=schema), mode="append")
+    data = pa.Table.from_pylist(full, schema=schema)
+    write_deltalake(str(out / name), stored(name, data), mode="append")
 
 
 def _send(

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+from deltalake import DeltaTable
 
 from streaming.config import load_scenario
 from streaming.simulator import HEARTBEAT_TIMEOUT_MS, SCAN_INTERVAL_MS, simulate
@@ -233,6 +234,30 @@ def test_one_batch_and_many_small_batches_give_the_same_decisions(
     same_tables(
         reference, one, ("fault_items", *DECISION_TABLES, "schedule_entries", "redeliveries")
     )
+
+
+def test_the_job_maintains_its_tables_and_logs_sparks_progress(reference: Path) -> None:
+    """The reference run maintains its tables after every 3rd batch; Spark's progress of each
+    batch is one line of the log and fills the batch's row."""
+    log = (reference.parent / "stdout.log").read_text()
+    batches = table(reference, "batches").sort_values("batch_id")
+    n = len(batches)
+    assert n == 9  # 1,697 records in batches of 200
+    assert [line.split(":")[0] for line in log.splitlines() if "maintenance" in line] == [
+        "maintenance after batch 2",
+        "maintenance after batch 5",
+        "maintenance after batch 8",
+    ]
+    assert len(DeltaTable(str(reference / "fault_items")).file_uris()) == 1  # one day, compacted
+    assert [line.split(":")[0] for line in log.splitlines() if line.startswith("spark batch")] == [
+        f"spark batch {b}" for b in range(n)
+    ]
+    assert (batches["processed_rows_per_second"] > 0).all()
+    assert (batches["input_rows_per_second"].iloc[1:] > 0).all()  # Spark has no rate for the first
+    assert (batches["state_rows"] == 1).all()  # one key: the quick scenario's one cluster
+    assert (batches["state_memory_bytes"] > 0).all()
+    assert (batches["batch_ms"] >= batches["add_batch_ms"]).all()
+    assert (batches["add_batch_ms"] > 0).all()
 
 
 def _quick_args(folder: Path) -> tuple[str, ...]:

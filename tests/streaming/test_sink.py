@@ -37,13 +37,15 @@ def test_filters_on_any_column_find_the_rows_of_committed_files(tmp_path: Path) 
         for i in range(3)
     ]  # fmt: skip
     frame = pa.Table.from_pylist(rows, schema=sink.TABLES["schedule_entries"])
-    metas = [sink.write_file(tmp_path, "schedule_entries", frame, 0, "app")]
+    metas = sink.write_file(tmp_path, "schedule_entries", frame, 0, "app")
     sink.commit_batch(tmp_path, 0, metas, "app", write_ms=0)
     dataset = DeltaTable(str(tmp_path / "schedule_entries")).to_pyarrow_dataset()
     for column, value, expected in [
         ("message_id", "m1", 1),
         ("delay_level", 4, 1),
         ("store_time", 1_002, 1),
+        ("store_time_ts", pa.scalar(1_002, pa.timestamp("ms")).cast(sink.TIMESTAMP), 1),
+        (sink.PARTITION, pa.scalar(0, pa.date32()), 3),
         ("dlq", True, 1),
         ("real_topic", "t" * 200, 1),  # its bounds are cut to 64 characters and still hold it
         ("real_queue_id", 0, 0),  # null in every row

@@ -1,0 +1,101 @@
+"""Spark's own view of each micro-batch: a ``StreamingQueryListener`` that logs one line per
+batch and hands the figures to the sink, which writes them into that batch's ``batches`` row
+(:func:`streaming.sink.record_progress`), for the dashboard and for alerting.
+
+Spark reports a batch's progress after the batch has finished, on its listener thread; the
+figures wait here until the job's own thread writes them, with the next batch or at the end, so
+every write to ``batches`` comes from one thread.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from typing import Any, TextIO
+
+from pyspark.sql.streaming.listener import StreamingQueryListener
+
+PROGRESS_COLUMNS = (
+    "input_rows_per_second",
+    "processed_rows_per_second",
+    "batch_ms",
+    "add_batch_ms",
+    "state_rows",
+    "state_memory_bytes",
+)
+"""The ``batches`` columns filled from Spark's progress (null for a batch whose progress the job
+did not see before it stopped)."""
+
+
+def progress_row(progress: dict[str, Any]) -> dict[str, Any]:
+    """The ``batches`` figures of one ``StreamingQueryProgress`` (as JSON): Spark's input and
+    processing rates, the batch's duration and its ``addBatch`` part (the query and the sink),
+    and the stateful operator's rows and memory."""
+    operators = progress.get("stateOperators") or []
+    durations = progress.get("durationMs") or {}
+    return {
+        "batch_id": int(progress["batchId"]),
+        "input_rows_per_second": _rate(progress.get("inputRowsPerSecond")),
+        "processed_rows_per_second": _rate(progress.get("processedRowsPerSecond")),
+        "batch_ms": progress.get("batchDuration"),
+        "add_batch_ms": durations.get("addBatch"),
+        "state_rows": sum(int(op.get("numRowsTotal") or 0) for op in operators),
+        "state_memory_bytes": sum(int(op.get("memoryUsedBytes") or 0) for op in operators),
+    }
+
+
+def _rate(value: Any) -> float | None:
+    """Spark writes an unknown rate as NaN (JSON ``"NaN"``) or leaves it out."""
+    try:
+        rate = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(rate) else rate
+
+
+def progress_line(row: dict[str, Any]) -> str:
+    """The log line of one batch's progress."""
+    rates = [
+        f"{row[k]:,.0f} rows/s" if row[k] is not None else "-"
+        for k in ("input_rows_per_second", "processed_rows_per_second")
+    ]
+    seconds = [(row[k] or 0) / 1000 for k in ("batch_ms", "add_batch_ms")]
+    return (
+        f"spark batch {row['batch_id']}: input {rates[0]}, processed {rates[1]}, "
+        f"{seconds[0]:.2f} s (addBatch {seconds[1]:.2f} s), "
+        f"state {row['state_rows']} rows, {row['state_memory_bytes'] / 1e6:.2f} MB"
+    )
+
+
+class BatchProgress(StreamingQueryListener):
+    """Logs each batch's progress to ``out`` and keeps it for :meth:`take`."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self._rows: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self.terminated = threading.Event()
+
+    def onQueryStarted(self, event: Any) -> None:
+        pass
+
+    def onQueryProgress(self, event: Any) -> None:
+        progress = event.progress
+        text = progress.json() if callable(progress.json) else progress.json
+        row = progress_row(json.loads(text))
+        print(progress_line(row), file=self.out, flush=True)
+        with self._lock:
+            self._rows.append(row)
+
+    def onQueryIdle(self, event: Any) -> None:
+        pass
+
+    def onQueryTerminated(self, event: Any) -> None:
+        self.terminated.set()
+
+    def take(self) -> list[dict[str, Any]]:
+        """The rows reported since the last call."""
+        with self._lock:
+            rows, self._rows = self._rows, []
+        return rows
