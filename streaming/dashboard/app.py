@@ -500,9 +500,18 @@ def _health_text(model: Model) -> str:
         if pd.notna(last["committed_at"]) and pd.notna(last["clock"])
         else ""
     )
+    spark = ""
+    done = b[b["processed_rows_per_second"].notna()]
+    if len(done):  # Spark's progress comes with the next batch
+        p = done.iloc[-1]
+        spark = (
+            f"; Spark, batch {int(p['batch_id'])}: {p['processed_rows_per_second']:,.0f} "
+            f"rows/s processed, {int(p['batch_ms'])} ms, state {int(p['state_rows'])} rows in "
+            f"{p['state_memory_bytes'] / 1e6:,.2f} MB"
+        )
     return (
         f"{len(b)} batches shown; last: batch {int(last['batch_id'])}, {int(last['input'])} "
-        f"records in {int(last['write_ms'] + last['commit_ms'])} ms{lag}"
+        f"records in {int(last['write_ms'] + last['commit_ms'])} ms{lag}{spark}"
     )
 
 
@@ -517,6 +526,14 @@ def _health(model: Model) -> go.Figure:
                 y=b["write_ms"] + b["commit_ms"],
                 yaxis="y2",
                 mode="lines+markers",
+            ),
+            go.Scatter(
+                name="processed rows/s (Spark)",
+                x=b["batch_id"],
+                y=b["processed_rows_per_second"],
+                yaxis="y3",
+                mode="lines",
+                visible="legendonly",
             ),
             go.Scatter(
                 name="lag: wall time - clock (s)",

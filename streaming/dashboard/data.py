@@ -291,9 +291,8 @@ class Model:
         if self.refreshed == 0:
             check_output(self.output)
         removed, rows = self.feeds["batches"].poll(None)
-        if removed:
-            self._start()
-            return self.refresh()
+        if removed:  # Spark's progress rewrites a batch's row: the rows are all of them again
+            self.batches = self.batches.iloc[0:0]
         if rows is not None:
             self._fold_batches(rows)
         if self.window_ms is not None and len(self.batches):

@@ -16,7 +16,7 @@ from deltalake import DeltaTable, write_deltalake
 from streaming.dashboard import data
 from streaming.dashboard.data import MINUTE, Model, TablesError, check_output
 from streaming.job import delay_queues, isolation_windows
-from streaming.sink import create_tables, own_schema, stored, table_schema
+from streaming.sink import create_tables, own_schema, record_progress, stored, table_schema
 
 T0 = 1_795_255_200_000  # 2026-11-21 10:00:00 UTC
 CLUSTER = "C1"
@@ -102,6 +102,7 @@ def test_percentiles_per_minute_match_the_exact_ones(out: Path) -> None:
 def test_a_refresh_reads_only_the_new_files_and_adds_up_to_a_fresh_read(out: Path) -> None:
     rng = random.Random(3)
     model = Model(out)
+    feed = model.feeds["fault_items"]
     for batch in range(6):
         start = T0 + batch * 40_000
         rows = [
@@ -110,11 +111,17 @@ def test_a_refresh_reads_only_the_new_files_and_adds_up_to_a_fresh_read(out: Pat
         ]
         _append(out, "fault_items", rows, batch)
         _append(out, "batches", [_batch(batch, start + 39_900)], batch)
+        if batch:  # Spark's progress of the batch before rewrites that batch's row
+            progress = {"batch_id": batch - 1, "processed_rows_per_second": 100.0 + batch}
+            record_progress(out, [progress])
         before = model.feeds["fault_items"].reads
         model.refresh()
-        assert model.feeds["fault_items"].reads == before + 1  # the batch's file, nothing older
+        assert model.feeds["fault_items"] is feed  # not read again from the start
+        assert feed.reads == before + 1  # the batch's file, nothing older
     model.refresh()  # nothing new: nothing read
     assert model.feeds["fault_items"].reads == 6
+    assert model.batches["batch_id"].tolist() == list(range(6))
+    assert model.batches["processed_rows_per_second"].tolist()[:5] == [101, 102, 103, 104, 105]
     fresh = Model(out)
     fresh.refresh()
     pd.testing.assert_frame_equal(model.latency(CLUSTER), fresh.latency(CLUSTER))
