@@ -76,7 +76,9 @@ VALUES = st.one_of(
     st.text(max_size=20),
     st.lists(st.integers(), max_size=3),
     st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
-    st.recursive(st.integers() | st.text(max_size=3), lambda c: st.lists(c, max_size=2), max_leaves=5),
+    st.recursive(
+        st.integers() | st.text(max_size=3), lambda c: st.lists(c, max_size=2), max_leaves=5
+    ),
 )
 
 

@@ -141,7 +141,7 @@ def _classify(values: Sequence[Any]) -> tuple[np.ndarray, list[int], list[int]]:
     lenient: list[int] = []
     bulk: list[int] = []
     for i, v in enumerate(values):
-        if not isinstance(v, str) or v[:1] != "{" and v.lstrip(_SPACE)[:1] != "{":
+        if not isinstance(v, str) or (v[:1] != "{" and v.lstrip(_SPACE)[:1] != "{"):
             malformed[i] = True
         elif "\n" in v or "\r" in v:
             lenient.append(i)

@@ -109,7 +109,8 @@ def _outcome(*batches: list[dict[str, Any]]) -> tuple[list[dict[str, int]], dict
     from tests.engine.conftest import frame
 
     state: dict[str, Any] | None = None
-    stats, rows = [], {}
+    stats: list[dict[str, int]] = []
+    rows: dict[str, list[Any]] = {}
     for events in batches:
         step = engine.advance("c", state, frame(events), engine.EngineConfig())
         state = engine.loads(engine.dumps(step.state))
@@ -139,6 +140,7 @@ def test_a_repeated_event_id_with_other_content_is_a_duplicate_wherever_it_comes
     for batches in ([[later, failure]], [[failure], [later]]):
         assert _outcome(*batches)[1] == rows
     stats, after = _outcome([failure], [later])
+    assert "heartbeats" not in after
     assert stats == [single, dup]
 
     stats, rows = _outcome([failure, earlier])  # the earlier one is applied, in any order

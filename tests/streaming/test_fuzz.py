@@ -50,9 +50,10 @@ def _rows(rows: list[dict[str, Any]]) -> list[str]:
     return sorted(repr(sorted((k, v) for k, v in r.items() if k != "batch_id")) for r in rows)
 
 
-def _check(out: Path, records: int) -> None:
+def _check(out: Path, records: int, seen: tuple[str, ...]) -> None:
     """Every batch's counts add up, every record is counted, each quarantined one has a
-    documented reason, and the tables are those of the valid events alone."""
+    documented reason, and the tables are those of the valid events alone; the counts named in
+    ``seen`` are not all zero."""
     batches = table(out, "batches")
     assert (
         batches["input"]
@@ -60,7 +61,7 @@ def _check(out: Path, records: int) -> None:
     ).all(), batches
     assert batches["input"].sum() == records
     assert batches["valid"].sum() == len(VALID)
-    assert min(batches[["quarantined", "late", "duplicates"]].sum()) > 0  # each kind was seen
+    assert min(batches[list(seen)].sum()) > 0
     quarantine = table(out, "quarantine")
     assert len(quarantine) == batches["quarantined"].sum()
     assert set(quarantine["reason_code"]) <= REASONS
@@ -105,7 +106,7 @@ def test_100000_fuzzed_records_in_a_files_stream(
         "--max-records-per-batch", str(batch), cwd=tmp,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    _check(tmp / "out", len(records))
+    _check(tmp / "out", len(records), ("quarantined", "late", "duplicates"))
 
 
 @seed(20261124)
@@ -120,9 +121,7 @@ def test_fuzzed_kafka_values_tombstones_and_bytes_are_each_counted(
     tmp = tmp_path_factory.mktemp("fuzz-kafka")
     batch = 2_000
     records, _ = mixed_stream(VALID, 5_000, palette, batch, newlines=True)
-    values: list[bytes | None] = [
-        None if r == b"" and i % 2 else r for i, r in enumerate(records)
-    ]
+    values: list[bytes | None] = [None if r == b"" and i % 2 else r for i, r in enumerate(records)]
     assert None in values and b"" in values and any(v and b"\n" in v for v in values)
     config = tmp / "job.yaml"
     config.write_text("decisions_topic: ''\n")
@@ -137,6 +136,6 @@ def test_fuzzed_kafka_values_tombstones_and_bytes_are_each_counted(
             "--output", str(tmp / "out"), "--checkpoint", str(tmp / "ck"), cwd=tmp,
         )  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    _check(tmp / "out", len(values))
+    _check(tmp / "out", len(values), ("quarantined", "duplicates"))
     origins = set(table(tmp / "out", "quarantine")["origin"])
     assert {f"fuzz/0/{i}" for i, v in enumerate(values) if not v} <= origins

@@ -151,7 +151,9 @@ def _integers(events: pd.DataFrame) -> pd.DataFrame:
     late or repeated record made pandas read its column as floats, and a float's text (an
     event time in a seed) would differ from the integer's."""
     floats = {
-        c: t for c, t in _INTEGERS.items() if events[c].dtype.kind == "f" and events[c].notna().all()
+        c: t
+        for c, t in _INTEGERS.items()
+        if events[c].dtype.kind == "f" and events[c].notna().all()
     }
     return events.astype(floats) if floats else events
 
