@@ -134,13 +134,14 @@ def cluster_keys(values: Sequence[str | None]) -> pa.Array:
 
 
 def _classify(values: Sequence[Any]) -> tuple[np.ndarray, list[int], list[int]]:
-    """Records that are null (a Kafka tombstone) or blank; those over several lines, for the
-    lenient path; and the rest, for the bulk reader."""
+    """Records that are null (a Kafka tombstone), blank or no JSON object (they do not start
+    with ``{``: Arrow's reader must not see a bare ``null``, which crashes it); those over
+    several lines, for the lenient path; and the rest, for the bulk reader."""
     malformed = np.zeros(len(values), dtype=bool)
     lenient: list[int] = []
     bulk: list[int] = []
     for i, v in enumerate(values):
-        if not isinstance(v, str) or not v.strip():
+        if not isinstance(v, str) or (v[:1] != "{" and v.lstrip(_SPACE)[:1] != "{"):
             malformed[i] = True
         elif "\n" in v or "\r" in v:
             lenient.append(i)
@@ -149,6 +150,8 @@ def _classify(values: Sequence[Any]) -> tuple[np.ndarray, list[int], list[int]]:
     return malformed, lenient, bulk
 
 
+_SPACE = " \t\n\r"
+"""JSON's whitespace."""
 _WRONG = pa.field("_wrong", pa.list_(pa.string()))
 _CHUNK = 256
 
@@ -191,15 +194,38 @@ def _read_json(lines: list[str], parse_options: pj.ParseOptions) -> pa.Table | N
     return table.append_column(_WRONG, pa.nulls(len(lines), _WRONG.type))
 
 
-def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    record = dict(pairs)
+class _Object(dict[str, Any]):
+    """A JSON object, and the names it gives more than once (the last value stands)."""
+
+    twice: frozenset[str] = frozenset()
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> _Object:
+    record = _Object(pairs)
     if len(record) != len(pairs):
-        raise ValueError("a field appears twice")
+        seen: set[str] = set()
+        record.twice = frozenset(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
     return record
+
+
+def _twice(record: Any, names: frozenset[str]) -> bool:
+    """Whether ``record`` gives one of ``names`` twice, which Arrow's reader refuses; other
+    names given twice are ignored, as the fields are."""
+    return isinstance(record, _Object) and not record.twice.isdisjoint(names)
+
+
+def _text(value: str) -> bool:
+    """Whether ``value`` is Unicode text (not a lone surrogate, which ``\\ud800`` reads as)."""
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 _STRING = frozenset(STRING_FIELDS)
 _TYPED = frozenset(TYPED_FIELDS)
+_BROKER_FIELDS = frozenset(_BROKER.names)
 
 
 def _read_one(text: str | None) -> dict[str, Any] | None:
@@ -211,7 +237,9 @@ def _read_one(text: str | None) -> dict[str, Any] | None:
         )
     except ValueError:
         return None
-    if not isinstance(record, dict):
+    except RecursionError:  # nested too deeply for Python; Arrow's reader takes any depth
+        return _read_deep(str(text))
+    if not isinstance(record, dict) or _twice(record, _TYPED):
         return None
     row: dict[str, Any] = {}
     wrong: list[str] = []
@@ -219,6 +247,8 @@ def _read_one(text: str | None) -> dict[str, Any] | None:
         if value is None or name not in _TYPED:
             continue
         if name in _STRING and type(value) is str:
+            if not _text(value):
+                return None
             row[name] = value
             continue
         typed = _convert(name, value)
@@ -243,17 +273,30 @@ def _convert(name: str, value: Any) -> Any:
     if name == "latency_fault_enable":
         return {"true": True, "false": False}.get(text.lower())
     if _INTEGER.fullmatch(text):
-        number = int(text)
+        number = _int(text)
         low, high = _INT_RANGE.get(name, (-(2**63), 2**63 - 1))
-        return number if low <= number <= high else None
+        return number if number is not None and low <= number <= high else None
     if name == "event_time":
         try:
             when = datetime.fromisoformat(text)
-        except ValueError:
+            when = when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+            return int(when.timestamp() * 1000)
+        except (ValueError, OverflowError):  # not a time, or one Python cannot place (year 0)
             return None
-        when = when if when.tzinfo is not None else when.replace(tzinfo=UTC)
-        return int(when.timestamp() * 1000)
     return None
+
+
+def _int(text: str) -> int | None:
+    """A whole number of at most 20 digits (any longer is outside int64, and Python refuses to
+    read one of over 4,300)."""
+    return int(text) if len(text.lstrip("+-0")) <= 20 else None
+
+
+def _read_deep(text: str) -> dict[str, Any] | None:
+    """A record nested deeper than Python's parser goes, read by Arrow's alone: the row, or None
+    when Arrow cannot read it with the expected types either."""
+    table = _read_json([text], _PARSE) if "\n" not in text and "\r" not in text else None
+    return None if table is None else table.to_pylist()[0]
 
 
 def _brokers(value: Any) -> list[dict[str, Any]] | None:
@@ -263,14 +306,18 @@ def _brokers(value: Any) -> list[dict[str, Any]] | None:
     for b in value:
         name = b.get("broker_name")
         broker: dict[str, Any] = {"broker_name": None if name is None else str(name)}
-        if isinstance(name, dict | list):
+        if isinstance(name, dict | list) or _twice(b, _BROKER_FIELDS):
+            return None
+        if broker["broker_name"] is not None and not _text(broker["broker_name"]):
             return None
         for key in ("write_queue_nums", "perm"):
             raw = b.get(key)
             if raw is None:
                 broker[key] = None
             elif isinstance(raw, str) and _INTEGER.fullmatch(raw.strip()):
-                broker[key] = int(raw)
+                broker[key] = _int(raw.strip())
+                if broker[key] is None or not -(2**63) <= broker[key] < 2**63:
+                    return None
             else:
                 return None
         out.append(broker)
@@ -323,6 +370,11 @@ def _validate(
             column = pc.if_else(pa.array(outside), pa.nulls(n, pa.int64()), column)
         columns[name] = column
     present = {name: _np(t.column(name).is_valid(), False) for name in _READ.names}
+    routes = np.flatnonzero(present["brokers"])
+    route_lists = t.column("brokers").take(routes).to_pylist() if len(routes) else []
+    for i, b in zip(routes, route_lists, strict=True):
+        if None in b:  # [null]: not a broker, as the lenient path finds too
+            wrong[i] = sorted([*wrong[i], "brokers"], key=TYPED_FIELDS.index)
     kind = _np(t.column("kind"), "send_result").astype(object)
     code = np.full(n, None, dtype=object)
     reason = np.full(n, None, dtype=object)
@@ -358,10 +410,14 @@ def _validate(
         "UNKNOWN_KIND",
         lambda i: f"kind {kind[i]} is not one of {', '.join(REQUIRED)}",
     )
-    need = {f: ~present[f] for f in ("event_id", "event_time")}
+    given = {  # a required text that is empty is missing: an event_id "" names no event
+        f: present[f] & _np(pc.not_equal(t.column(f), ""), True) if f in _STRING else present[f]
+        for f in {"event_id", "event_time", *(f for fs in REQUIRED.values() for f in fs)}
+    }
+    need = {f: ~given[f] for f in ("event_id", "event_time")}
     for k, fields in REQUIRED.items():
         for f in fields:
-            need[f] = need.get(f, np.zeros(n, dtype=bool)) | (kind == k) & ~present[f]
+            need[f] = need.get(f, np.zeros(n, dtype=bool)) | (kind == k) & ~given[f]
     check(
         np.logical_or.reduce(list(need.values())),
         "MISSING_FIELD",
@@ -419,10 +475,11 @@ def _validate(
         "INVALID_VALUE",
         "attempt, max_attempts, queue_id, reconsume_times or redelivery_count out of range",
     )
-    routes = np.flatnonzero(present["brokers"])
     brokers_json = np.full(n, None, dtype=object)
     invalid_route = np.zeros(n, dtype=bool)
-    for i, b in zip(routes, t.column("brokers").take(routes).to_pylist(), strict=True):
+    for i, b in zip(routes, route_lists, strict=True):
+        if None in b:
+            continue
         brokers_json[i] = json.dumps(
             [{k: v for k, v in x.items() if v is not None} for x in b], separators=(",", ":")
         )

@@ -102,3 +102,80 @@ def test_any_character_in_a_producer_or_broker_name() -> None:
         ("p\x1fq", "b\x1fx"),
         ("\x1f", "\x1f"),
     }
+
+
+def _outcome(*batches: list[dict[str, Any]]) -> tuple[list[dict[str, int]], dict[str, list[Any]]]:
+    """Each batch's counts, and the rows of every table, over ``batches`` applied in turn."""
+    from tests.engine.conftest import frame
+
+    state: dict[str, Any] | None = None
+    stats: list[dict[str, int]] = []
+    rows: dict[str, list[Any]] = {}
+    for events in batches:
+        step = engine.advance("c", state, frame(events), engine.EngineConfig())
+        state = engine.loads(engine.dumps(step.state))
+        stats.append({k: step.stats[k] for k in ("valid", "duplicates", "late", "quarantined")})
+        for name, t in step.tables.items():
+            rows.setdefault(name, []).extend(t.to_pylist())
+    return stats, rows
+
+
+def test_a_repeated_event_id_with_other_content_is_a_duplicate_wherever_it_comes() -> None:
+    """A record that reuses an applied event's ``event_id`` with another kind or other fields:
+    the first by (event_time, event_id, record text) is applied, the other is a duplicate, in
+    one batch or across two, before or after the original, in either order."""
+    from tests.engine.conftest import beat, send
+
+    failure = send("e1", 1_000, "a", "REMOTING_EXCEPTION", latency=20)
+    later = beat("e1", 2_000, "b")  # same id, another kind, later
+    earlier = {**send("e1", 500, "b", latency=7), "producer_id": "q"}  # same id, earlier
+    same_time = {**failure, "broker_name": "b", "outcome": "SEND_OK"}  # same id and time
+    one = {"valid": 1, "duplicates": 1, "late": 0, "quarantined": 0}
+    single = {"valid": 1, "duplicates": 0, "late": 0, "quarantined": 0}
+    dup = {"valid": 0, "duplicates": 1, "late": 0, "quarantined": 0}
+
+    stats, rows = _outcome([failure, later])
+    assert stats == [one] and "heartbeats" not in rows
+    assert {r["broker_name"] for r in rows["fault_items"]} == {"a"}
+    for batches in ([[later, failure]], [[failure], [later]]):
+        assert _outcome(*batches)[1] == rows
+    stats, after = _outcome([failure], [later])
+    assert "heartbeats" not in after
+    assert stats == [single, dup]
+
+    stats, rows = _outcome([failure, earlier])  # the earlier one is applied, in any order
+    assert stats == [one]
+    assert {(r["scope_key"], r["broker_name"]) for r in rows["fault_items"]} == {
+        ("c", "b"),
+        ("q", "b"),
+    }
+    assert _outcome([earlier, failure])[1] == rows
+    stats, _ = _outcome([earlier], [failure])
+    assert stats == [single, dup]
+    stats, before = _outcome([failure], [earlier])  # came second: a duplicate though earlier
+    assert stats == [single, dup] and {r["broker_name"] for r in before["fault_items"]} == {"a"}
+
+    stats, rows = _outcome([failure, same_time])  # same time: the record text decides
+    assert stats == [one] and _outcome([same_time, failure])[1] == rows
+    assert len({r["broker_name"] for r in rows["fault_items"]}) == 1
+
+
+def test_a_rejected_record_with_a_null_number_changes_no_decision() -> None:
+    """Found by the job's fuzz test: a quarantined record without an ``event_time`` made pandas
+    read the batch's times as floats, and the seed of a producer's queue index, which names
+    the event's time, changed with it."""
+    from tests.engine.conftest import T0, frame, route, send
+
+    events = [
+        route("r", 0, "a", "b", "c"),
+        send("s1", 1_000, "a", "REMOTING_EXCEPTION", latency=20),
+        send("s2", 2_000, "b", "REMOTING_EXCEPTION", latency=20),
+    ]
+    rejected = {"event_id": "bad", "event_time": None, "queue_id": None,
+                "reason_code": "MISSING_FIELD", "reason": "missing event_time"}  # fmt: skip
+    alone = engine.advance("c", None, frame(events), engine.EngineConfig())
+    mixed = engine.advance("c", None, frame([*events, rejected]), engine.EngineConfig())
+    assert mixed.stats["quarantined"] == 1 and mixed.stats["valid"] == alone.stats["valid"] == 3
+    decided = alone.tables["routing_decisions"].to_pylist()
+    assert len(decided) == 4 and {r["decided_at"] for r in decided} == {T0 + 1_000, T0 + 2_000}
+    assert mixed.tables["routing_decisions"].to_pylist() == decided

@@ -91,3 +91,41 @@ def test_records_deleted_before_they_were_read_are_data_loss() -> None:
     assert table.column("reason").to_pylist()[0] == (
         "4 records at t/0/5 were deleted (retention) before they were read; failOnDataLoss=false"
     )
+
+
+# --- found by fuzzing (tests/fuzzing.py): each case alone (bulk) and beside a malformed record
+# (lenient), with the same reason on both paths
+
+FUZZED = [
+    ("null", "MALFORMED_JSON"),  # Arrow's reader crashed the process on a bare null
+    (" null", "MALFORMED_JSON"),
+    ('""', "MALFORMED_JSON"),
+    (json.dumps({**SEND, "x": 1})[:-1] + ', "x": 2}', None),  # an ignored field twice
+    (json.dumps({**SEND, "x": {"a": 1}})[:-2] + ', "a": 2}}', None),  # twice, nested
+    (json.dumps({**SEND, "x": 1})[:-1] + ', "topic": "u"}', "MALFORMED_JSON"),  # typed twice
+    (json.dumps({**SEND})[:-1] + ', "x": ' + "[" * 5000 + "]" * 5000 + "}", None),  # deep
+    (json.dumps({**SEND})[:-1] + ', "x": ' + '{"a":' * 3000 + "1" + "}" * 3001, None),
+    (json.dumps({**SEND, "topic": 1})[:-2] + "[" * 5000 + "]" * 5000 + "}", "MALFORMED_JSON"),
+    (json.dumps({**SEND, "queue_id": 1})[:-2] + "9" * 5000 + "}", "WRONG_TYPE"),
+    (json.dumps({**SEND, "event_time": 1})[:-2] + "1" * 5000 + "}", "WRONG_TYPE"),
+    (json.dumps({**SEND, "event_id": "\ud800"}), "MALFORMED_JSON"),  # a lone surrogate
+    (json.dumps({**SEND, "\ud800": "\udfff"}), None),  # ... in an ignored field
+    (json.dumps({**ROUTE, "brokers": [None]}), "WRONG_TYPE"),
+    (json.dumps({**ROUTE, "brokers": [{"broker_name": "\udc00", "write_queue_nums": 1}]}),
+     "WRONG_TYPE"),
+    (json.dumps({**ROUTE, "brokers": [{"broker_name": "a", "write_queue_nums": "9" * 5000}]}),
+     "WRONG_TYPE"),
+    (json.dumps({**SEND, "event_id": ""}), "MISSING_FIELD"),  # an empty id names no event
+    (json.dumps({**SEND, "broker_name": ""}), "MISSING_FIELD"),
+    (json.dumps({**SEND, "producer_group": ""}), None),  # optional: empty is a value
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "code"), FUZZED, ids=range(len(FUZZED)))
+@pytest.mark.parametrize("neighbour", [None, "{"], ids=["bulk", "lenient"])
+def test_fuzzed_records_get_the_same_reason_on_both_paths(
+    text: str, code: str | None, neighbour: str | None
+) -> None:
+    values = [text] if neighbour is None else [text, neighbour]
+    rows = parse(values, ["o"] * len(values), [0] * len(values)).to_pylist()
+    assert rows[0]["reason_code"] == code, rows[0]["reason"]

@@ -8,10 +8,12 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from udfs.engine._config import EngineConfig
 from udfs.engine._output import Out, quarantine_rows
 from udfs.rocketmq import Next, Outcome, SendMode, attempt_effect
+from udfs.schema import EVENTS
 
 
 def next_steps(sends: pd.DataFrame, config: EngineConfig) -> np.ndarray:
@@ -130,7 +132,7 @@ def admit(
     out.stats["duplicates"] += int(repeated.sum())
     keep = candidates & ~repeated
     columns = [c for c in events.columns if c not in _RECORD_COLUMNS]
-    admitted = events[columns].take(order[keep]).reset_index(drop=True)
+    admitted = _integers(events[columns].take(order[keep]).reset_index(drop=True))
     if len(admitted):
         admitted_t = t[keep]
         latest = int(admitted_t.max())
@@ -139,6 +141,21 @@ def admit(
             seen, ids[keep], admitted_t, state["clock"] - config.allowed_lateness_ms
         )
     return admitted
+
+
+_INTEGERS = {f.name: f.type.to_pandas_dtype() for f in EVENTS if pa.types.is_integer(f.type)}
+
+
+def _integers(events: pd.DataFrame) -> pd.DataFrame:
+    """The integer columns as the admitted events alone would have them: a null in a rejected,
+    late or repeated record made pandas read its column as floats, and a float's text (an
+    event time in a seed) would differ from the integer's."""
+    floats = {
+        c: t
+        for c, t in _INTEGERS.items()
+        if events[c].dtype.kind == "f" and events[c].notna().all()
+    }
+    return events.astype(floats) if floats else events
 
 
 def _remember(
