@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 from streaming.client import decision_state, publish_order
 from streaming.config import JobConfig, load_scenario, masked, scenario_path
 from streaming.replay import record_run
+from streaming.storage import StorageError, from_failure
 from udfs import engine
 from udfs.errors import ConfigError
 from udfs.rocketmq import DelayLevels
@@ -46,6 +47,8 @@ class Progress:
     started: float = field(default_factory=time.time)
     error: str | None = None
     """The one-line reason a batch failed, read from the full error where Spark still has it."""
+    fault: StorageError | None = None
+    """The batch failed because a folder could not be written."""
 
 
 def engine_config(config: JobConfig) -> engine.EngineConfig:
@@ -103,6 +106,8 @@ def simulator_folder(config: JobConfig, output: Path) -> Path:
 def _spark(config: JobConfig, output: Path) -> Any:
     from pyspark.sql import SparkSession
 
+    from streaming import failpoints
+
     local = config.master.startswith("local")
     python_env(local)
     builder = (
@@ -118,6 +123,8 @@ def _spark(config: JobConfig, output: Path) -> Any:
         # (after filters are pushed through it) runs out of memory
         .config("spark.sql.constraintPropagation.enabled", "false")
     )
+    for name, value in failpoints.executor_env().items():
+        builder = builder.config(f"spark.executorEnv.{name}", value)
     bundle = None if local else _bundle(output)
     if bundle is not None:
         # the driver's own Python helpers (the streaming source's planner) run in processes the
@@ -236,6 +243,7 @@ def build_query(
             commit(df, batch_id)
         except Exception as exc:  # keep the reason while the whole error is at hand
             progress.error = _reason(str(exc))
+            progress.fault = from_failure(exc, (output, checkpoint))
             raise
 
     def commit(df: Any, batch_id: int) -> None:
@@ -341,7 +349,19 @@ def _iso(ms: int | None) -> str:
 
 
 def run(config: JobConfig, out: TextIO = sys.stdout) -> int:
-    """Run the job; print progress and a summary. Returns the exit code."""
+    """Run the job; print progress and a summary. Returns the exit code. A folder that cannot be
+    written (a full disk, a read-only mount) stops it with a :class:`StorageError` naming it."""
+    roots = (Path(config.output).resolve(), Path(config.checkpoint).resolve())
+    try:
+        return _run(config, out)
+    except Exception as exc:
+        fault = from_failure(exc, roots)
+        if fault is None:
+            raise
+        raise fault from exc
+
+
+def _run(config: JobConfig, out: TextIO) -> int:
     from streaming import sink
 
     checkpoint = Path(config.checkpoint).resolve() / QUERY_NAME
@@ -390,7 +410,12 @@ def run(config: JobConfig, out: TextIO = sys.stdout) -> int:
                 shown = progress.batches
                 _print_progress(progress, out)
         if query.exception() is not None:
-            raise RuntimeError(progress.error or _reason(str(query.exception())))
+            failure = from_failure(query.exception(), (output, checkpoint))
+            raise (
+                progress.fault
+                or failure
+                or RuntimeError(progress.error or _reason(str(query.exception())))
+            )
     except KeyboardInterrupt:
         query.stop()
         print("faultline: stopped", file=out)

@@ -24,6 +24,7 @@ from deltalake.transaction import AddAction, RemoveAction
 
 from streaming import failpoints
 from streaming.client import message, publish_order
+from streaming.storage import writing
 from udfs.schema import BATCHES, TABLE_FORMAT, TABLES
 
 META = pa.schema(
@@ -67,12 +68,13 @@ def create_tables(root: Path) -> None:
     an older faultline takes on the columns added since (one metadata commit, no data)."""
     for name in [*TABLES, "batches"]:
         schema = BATCHES if name == "batches" else table_schema(name)
-        table = DeltaTable.create(
-            str(root / name), schema=schema, mode="ignore", description=DESCRIPTION
-        )
-        have = {f.name for f in table.schema().fields}
-        if any(f.name not in have for f in schema):
-            write_deltalake(table, schema.empty_table(), mode="append", schema_mode="merge")
+        with writing(root / name):
+            table = DeltaTable.create(
+                str(root / name), schema=schema, mode="ignore", description=DESCRIPTION
+            )
+            have = {f.name for f in table.schema().fields}
+            if any(f.name not in have for f in schema):
+                write_deltalake(table, schema.empty_table(), mode="append", schema_mode="merge")
 
 
 def write_file(root: Path, name: str, data: pa.Table, batch_id: int, app_id: str) -> dict[str, Any]:
@@ -81,7 +83,8 @@ def write_file(root: Path, name: str, data: pa.Table, batch_id: int, app_id: str
     data = data.append_column("batch_id", pa.array(np.full(len(data), batch_id, dtype=np.int64)))
     relative = f"{_prefix(app_id, batch_id)}{uuid.uuid4().hex}.parquet"
     path = root / name / relative
-    pq.write_table(data, path)
+    with writing(root / name):
+        pq.write_table(data, path)
     return {
         "table": name,
         "path": relative,
@@ -191,12 +194,15 @@ def commit_batch(
             for e in entries
         ]
         failpoints.reach(f"before-commit-{name}", batch_id)
-        table.create_write_transaction(
-            actions,
-            mode="append",
-            schema=table.schema(),
-            commit_properties=CommitProperties(app_transactions=[Transaction(app_id, batch_id)]),
-        )
+        with writing(root / name):
+            table.create_write_transaction(
+                actions,
+                mode="append",
+                schema=table.schema(),
+                commit_properties=CommitProperties(
+                    app_transactions=[Transaction(app_id, batch_id)]
+                ),
+            )
         committed[name] = sum(int(e["records"]) for e in entries)
         failpoints.reach(f"after-commit-{name}", batch_id)
     counts = {
@@ -215,13 +221,16 @@ def commit_batch(
     batches = DeltaTable(str(root / "batches"))
     if not is_committed(batches, app_id, batch_id):
         failpoints.reach("before-commit-batches", batch_id)
-        write_deltalake(
-            batches,
-            pa.Table.from_pylist([row], schema=BATCHES),
-            mode="append",
-            schema_mode="merge",  # tables made before a column was added take it on
-            commit_properties=CommitProperties(app_transactions=[Transaction(app_id, batch_id)]),
-        )
+        with writing(root / "batches"):
+            write_deltalake(
+                batches,
+                pa.Table.from_pylist([row], schema=BATCHES),
+                mode="append",
+                schema_mode="merge",  # tables made before a column was added take it on
+                commit_properties=CommitProperties(
+                    app_transactions=[Transaction(app_id, batch_id)]
+                ),
+            )
         failpoints.reach("after-commit-batches", batch_id)
     return {**row, "committed": committed}
 
