@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 from streaming.client import decision_state, publish_order
 from streaming.config import JobConfig, load_scenario, masked, scenario_path
 from streaming.replay import record_run
-from streaming.storage import StorageError, from_failure
+from streaming.storage import from_failure
 from udfs import engine
 from udfs.errors import ConfigError
 from udfs.rocketmq import DelayLevels
@@ -47,8 +47,6 @@ class Progress:
     started: float = field(default_factory=time.time)
     error: str | None = None
     """The one-line reason a batch failed, read from the full error where Spark still has it."""
-    fault: StorageError | None = None
-    """The batch failed because a folder could not be written."""
 
 
 def engine_config(config: JobConfig) -> engine.EngineConfig:
@@ -243,7 +241,6 @@ def build_query(
             commit(df, batch_id)
         except Exception as exc:  # keep the reason while the whole error is at hand
             progress.error = _reason(str(exc))
-            progress.fault = from_failure(exc, (output, checkpoint))
             raise
 
     def commit(df: Any, batch_id: int) -> None:
@@ -411,11 +408,7 @@ def _run(config: JobConfig, out: TextIO) -> int:
                 _print_progress(progress, out)
         if query.exception() is not None:
             failure = from_failure(query.exception(), (output, checkpoint))
-            raise (
-                progress.fault
-                or failure
-                or RuntimeError(progress.error or _reason(str(query.exception())))
-            )
+            raise failure or RuntimeError(progress.error or _reason(str(query.exception())))
     except KeyboardInterrupt:
         query.stop()
         print("faultline: stopped", file=out)

@@ -28,6 +28,7 @@ class StorageError(FaultlineError):
 
 
 def cannot_write(folder: Path | str, code: int) -> StorageError:
+    """The error for ``folder`` and the errno ``code``."""
     return StorageError(f"cannot write {folder}: {os.strerror(code)} (errno {code}); {ADVICE}")
 
 
@@ -80,8 +81,9 @@ def from_failure(error: BaseException | str, roots: tuple[Path, ...]) -> Storage
     if code is None:
         return None
     for root in roots:
-        for match in re.finditer(re.escape(str(root)) + r"[^\s'\":,()]*", text):
-            path = Path(match.group(0))
+        named = re.search(re.escape(str(root)) + r"[^\s'\":,()]*", text)
+        if named is not None:
+            path = Path(named.group(0))
             return cannot_write(path if path.is_dir() else path.parent, code)
     for root in roots:
         probed = _probe(root)
