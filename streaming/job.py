@@ -27,6 +27,7 @@ from streaming.config import JobConfig, load_scenario, masked, scenario_path
 from streaming.listener import BatchProgress
 from streaming.maintain import maintain, print_reports, table_properties
 from streaming.replay import record_run
+from streaming.storage import from_failure
 from udfs import engine
 from udfs.errors import ConfigError
 from udfs.rocketmq import DelayLevels
@@ -106,6 +107,8 @@ def simulator_folder(config: JobConfig, output: Path) -> Path:
 def _spark(config: JobConfig, output: Path) -> Any:
     from pyspark.sql import SparkSession
 
+    from streaming import failpoints
+
     local = config.master.startswith("local")
     python_env(local)
     builder = (
@@ -126,6 +129,8 @@ def _spark(config: JobConfig, output: Path) -> Any:
 
         for key, value in {**SESSION, "spark.sql.session.timeZone": "UTC"}.items():
             builder = builder.config(key, value)
+    for name, value in failpoints.executor_env().items():
+        builder = builder.config(f"spark.executorEnv.{name}", value)
     bundle = None if local else _bundle(output)
     if bundle is not None:
         # the driver's own Python helpers (the streaming source's planner) run in processes the
@@ -372,7 +377,19 @@ def _iso(ms: int | None) -> str:
 
 
 def run(config: JobConfig, out: TextIO = sys.stdout) -> int:
-    """Run the job; print progress and a summary. Returns the exit code."""
+    """Run the job; print progress and a summary. Returns the exit code. A folder that cannot be
+    written (a full disk, a read-only mount) stops it with a :class:`StorageError` naming it."""
+    roots = (Path(config.output).resolve(), Path(config.checkpoint).resolve())
+    try:
+        return _run(config, out)
+    except Exception as exc:
+        fault = from_failure(exc, roots)
+        if fault is None:
+            raise
+        raise fault from exc
+
+
+def _run(config: JobConfig, out: TextIO) -> int:
     from streaming import sink
 
     checkpoint = Path(config.checkpoint).resolve() / QUERY_NAME
@@ -429,7 +446,8 @@ def run(config: JobConfig, out: TextIO = sys.stdout) -> int:
                 shown = progress.batches
                 _print_progress(progress, out)
         if query.exception() is not None:
-            raise RuntimeError(progress.error or _reason(str(query.exception())))
+            failure = from_failure(query.exception(), (output, checkpoint))
+            raise failure or RuntimeError(progress.error or _reason(str(query.exception())))
     except KeyboardInterrupt:
         query.stop()
         print("faultline: stopped", file=out)

@@ -25,6 +25,7 @@ from deltalake.transaction import AddAction, RemoveAction
 
 from streaming import failpoints
 from streaming.client import message, publish_order
+from streaming.storage import writing
 from udfs.schema import (
     BATCHES,
     MILLIS,
@@ -90,28 +91,32 @@ def create_tables(root: Path, properties: dict[str, str] | None = None) -> None:
     an older faultline takes on the columns added since (one metadata commit, no data), and
     ``properties`` (Delta table properties) where they differ."""
     for name in [*TABLES, "batches"]:
-        schema = table_schema(name)
-        table = DeltaTable.create(
-            str(root / name),
-            schema=schema,
-            mode="ignore",
-            partition_by=[PARTITION] if name in TIME_COLUMNS else None,
-            description=DESCRIPTION,
-            configuration=properties,
+        with writing(root / name):
+            _create_table(root / name, table_schema(name), properties)
+
+
+def _create_table(path: Path, schema: pa.Schema, properties: dict[str, str] | None) -> None:
+    table = DeltaTable.create(
+        str(path),
+        schema=schema,
+        mode="ignore",
+        partition_by=[PARTITION] if path.name in TIME_COLUMNS else None,
+        description=DESCRIPTION,
+        configuration=properties,
+    )
+    have = {f.name for f in table.schema().fields}
+    missing = [f for f in schema if f.name not in have and f.name != PARTITION]
+    if missing:
+        write_deltalake(
+            table,
+            pa.schema(f for f in schema if f.name in have or f in missing).empty_table(),
+            mode="append",
+            schema_mode="merge",
         )
-        have = {f.name for f in table.schema().fields}
-        missing = [f for f in schema if f.name not in have and f.name != PARTITION]
-        if missing:
-            write_deltalake(
-                table,
-                pa.schema(f for f in schema if f.name in have or f in missing).empty_table(),
-                mode="append",
-                schema_mode="merge",
-            )
-        config = table.metadata().configuration
-        changed = {k: v for k, v in (properties or {}).items() if config.get(k) != v}
-        if changed:
-            table.alter.set_table_properties(changed)
+    config = table.metadata().configuration
+    changed = {k: v for k, v in (properties or {}).items() if config.get(k) != v}
+    if changed:
+        table.alter.set_table_properties(changed)
 
 
 def flat_tables(root: Path) -> frozenset[str]:
@@ -163,8 +168,9 @@ def write_file(
         folder = f"{PARTITION}={day or NULL_PART}/" if split else ""
         relative = f"{folder}{_prefix(app_id, batch_id)}{uuid.uuid4().hex}.parquet"
         path = root / name / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(rows, path)
+        with writing(root / name):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            pq.write_table(rows, path)
         metas.append(
             {
                 "table": name,
@@ -292,15 +298,16 @@ class DeltaRs:
         if is_committed(batches, self.app_id, batch_id):
             return
         failpoints.reach("before-commit-batches", batch_id)
-        write_deltalake(
-            batches,
-            with_timestamps("batches", pa.Table.from_pylist([row], schema=BATCHES)),
-            mode="append",
-            schema_mode="merge",  # tables made before a column was added take it on
-            commit_properties=CommitProperties(
-                app_transactions=[Transaction(self.app_id, batch_id)]
-            ),
-        )
+        with writing(self.root / "batches"):
+            write_deltalake(
+                batches,
+                with_timestamps("batches", pa.Table.from_pylist([row], schema=BATCHES)),
+                mode="append",
+                schema_mode="merge",  # tables made before a column was added take it on
+                commit_properties=CommitProperties(
+                    app_transactions=[Transaction(self.app_id, batch_id)]
+                ),
+            )
         failpoints.reach("after-commit-batches", batch_id)
 
 
@@ -388,12 +395,13 @@ def commit_table(
         for e in entries
     ]
     failpoints.reach(f"before-commit-{path.name}", batch_id)
-    table.create_write_transaction(
-        actions,
-        mode="append",
-        schema=table.schema(),
-        commit_properties=CommitProperties(app_transactions=[Transaction(app_id, batch_id)]),
-    )
+    with writing(path):
+        table.create_write_transaction(
+            actions,
+            mode="append",
+            schema=table.schema(),
+            commit_properties=CommitProperties(app_transactions=[Transaction(app_id, batch_id)]),
+        )
     failpoints.reach(f"after-commit-{path.name}", batch_id)
     return True
 

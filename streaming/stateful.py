@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 from pyspark import TaskContext
 
+from streaming import failpoints
 from streaming.sink import META, write_file
 from udfs import engine
 from udfs.parse import parse
@@ -51,6 +52,7 @@ def state_function(
         raw = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=RECORDS)
         shard = engine.Shard(int(key[1]) % shards, shards) if shards > 1 else engine.WHOLE
         previous = state.get[0] if state.exists else None
+        batch_id = int(str(context.getLocalProperty(BATCH_ID)))
         saved, metas = run_key(
             str(key[0]),
             shard,
@@ -58,11 +60,12 @@ def state_function(
             raw,
             config,
             root,
-            int(str(context.getLocalProperty(BATCH_ID))),
+            batch_id,
             app_id,
             received=time.perf_counter() - started,
             flat=flat,
         )
+        failpoints.hold("after-files", batch_id)
         state.update((saved,))
         for meta in metas:
             meta["task"] = context.partitionId()

@@ -142,3 +142,23 @@ def one_batch(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The quick scenario, uninterrupted, in one micro-batch (``out`` and ``ck`` under it)."""
     folder = tmp_path_factory.mktemp("one-batch")
     return quick_run(folder, "one", "--max-records-per-batch", "1000000").parent
+
+
+BATCH_TIMINGS = ("write_ms", "commit_ms", "receive_ms", "parse_ms", "engine_ms", "files_ms")
+BATCH_TIMINGS += ("slowest_task_ms", "committed_at")
+
+
+def same_batches(a: Path, b: Path) -> None:
+    """Both outputs have the same micro-batches with the same counts (timings aside)."""
+    frames = [table(out, "batches").drop(columns=list(BATCH_TIMINGS)) for out in (a, b)]
+    rows = [sorted(frame.itertuples(index=False)) for frame in frames]
+    assert rows[0] == rows[1]
+
+
+def no_stray_files(output: Path) -> None:
+    """Every Parquet file in a table's folder is one its Delta log references."""
+    for name in (*OUTPUT_TABLES, "batches"):
+        uris = DeltaTable(str(output / name)).file_uris()
+        referenced = {Path(uri.removeprefix("file://")) for uri in uris}
+        present = {p for p in (output / name).rglob("*.parquet") if "_delta_log" not in p.parts}
+        assert present == referenced, (name, sorted(p.name for p in present ^ referenced))
