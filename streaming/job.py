@@ -319,6 +319,8 @@ def _source(spark: Any, config: JobConfig, folder: Path | None) -> Any:
         )
     from streaming.kafka import KafkaSource
 
+    if config.kafka_outage_timeout is not None:
+        options["outageTimeout"] = str(config.kafka_outage_timeout)
     spark.dataSource.register(KafkaSource)
     return spark.readStream.format("faultline-kafka").options(**options).load()
 
@@ -373,11 +375,17 @@ def run(config: JobConfig, out: TextIO = sys.stdout) -> int:
     else:
         print(f"faultline: {config.source} source {folder}", file=out)
     print(f"faultline: tables under {output}, checkpoint {checkpoint}", file=out)
-    publisher = None
+    publisher = watch = None
+    if config.kafka_bootstrap and (config.source == "kafka" or config.kafka_outputs):
+        from streaming.outage import Watch
+
+        interval = config.kafka_outage_log_interval / 1000
+        watch = Watch(config.kafka_conf(), interval, checkpoint, out).start()
     if config.kafka_bootstrap and config.kafka_outputs:
         from streaming.kafka import Publisher
 
-        publisher = Publisher(config.kafka_conf())
+        timeout = config.kafka_outage_timeout
+        publisher = Publisher(config.kafka_conf(), None if timeout is None else timeout / 1000)
     query = build_query(spark, config, folder, output, checkpoint, progress, publisher=publisher)
     shown = -1
     try:
@@ -392,10 +400,14 @@ def run(config: JobConfig, out: TextIO = sys.stdout) -> int:
         if query.exception() is not None:
             raise RuntimeError(progress.error or _reason(str(query.exception())))
     except KeyboardInterrupt:
+        if publisher is not None:  # a batch waiting for Kafka gives up; the restart redoes it
+            publisher.cancel()
         query.stop()
         print("faultline: stopped", file=out)
     finally:
         spark.stop()
+        if watch is not None:
+            watch.stop()
         if publisher is not None:
             publisher.close()
     _print_summary(output, progress, out)
