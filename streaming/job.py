@@ -488,7 +488,7 @@ def _check_layout(config: JobConfig, checkpoint: Path, record: bool) -> None:
 
 def _reason(error: str) -> str:
     """One line out of a Spark error: faultline's own message when there is one."""
-    from streaming.kafka import PREFIX
+    from streaming.outage import PREFIX
 
     lines = error.strip().splitlines() or ["unknown error"]
     ours = [line[line.index(PREFIX) :] for line in lines if PREFIX in line]
