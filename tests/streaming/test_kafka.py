@@ -366,6 +366,14 @@ def test_kafka_unreachable_while_running_is_waited_out_and_nothing_is_lost_or_re
             os.kill(cluster.pid, signal.SIGCONT)
             resumed = time.time()
             wait_for(lambda: bool(said("reachable again")), 30)
+            during_a_batch = said("unreachable since")
+            # again while the job waits for new records: the planner is the one that waits
+            wait_for(lambda: _committed_input(tmp_path / "out") == first)
+            idle = batches_committed(tmp_path / "out")
+            os.kill(cluster.pid, signal.SIGSTOP)
+            wait_for(lambda: len(said("unreachable since")) >= len(during_a_batch) + 2, 30)
+            os.kill(cluster.pid, signal.SIGCONT)
+            wait_for(lambda: len(said("reachable again")) == 2, 30)
             publish(events[first:])
             wait_for(lambda: _committed_input(tmp_path / "out") == len(events))
         finally:
@@ -377,14 +385,17 @@ def test_kafka_unreachable_while_running_is_waited_out_and_nothing_is_lost_or_re
         assert proc.returncode == 0, "".join(lines)[-3000:]
         down = said("unreachable since")
         assert all(f"faultline: kafka at {bootstrap} unreachable since " in d for d in down)
-        waited = [int(d.rsplit("(", 1)[1].split(" s)")[0]) for d in down]
-        assert waited[0] <= 2 and all(b - a >= 2 for a, b in itertools.pairwise(waited)), down
-        assert len(down) <= (resumed - stopped) / 2 + 1, down  # once per interval, not per retry
-        (back,) = said("reachable again")
+        for outage in (during_a_batch, down[len(during_a_batch) :]):
+            waited = [int(d.rsplit("(", 1)[1].split(" s)")[0]) for d in outage]
+            assert waited[0] <= 2, outage  # once per interval, not once per retry:
+            assert all(b - a >= 2 for a, b in itertools.pairwise(waited)), outage
+        assert len(during_a_batch) <= (resumed - stopped) / 2 + 1, during_a_batch
+        back, back_idle = said("reachable again")
         batches = table(tmp_path / "out", "batches")
         after = batches[batches["committed_at"] > resumed * 1000]["batch_id"].min()
         assert back.startswith(f"faultline: kafka at {bootstrap} reachable again after ")
         assert int(back.rsplit(" ", 1)[1]) in (after, after + 1), (back, after)
+        assert back_idle.endswith(f"; resuming at batch {idle}\n"), back_idle
         assert not said("rdkafka"), said("rdkafka")  # the clients' own retries are not printed
         _check_kafka_run(reference, tmp_path, bootstrap)
         assert batches["input"].sum() == len(events)
