@@ -365,6 +365,17 @@ class JobConfig(_Strict):
     """Compacted topic for the broker states and routing tables ("" for none)."""
     kafka_outputs: bool = True
     """With ``kafka_bootstrap``: publish decisions and redeliveries to Kafka."""
+    kafka_outage_log_interval: Duration = 30_000
+    """While Kafka does not answer, the job waits and says so once per this interval."""
+    kafka_outage_timeout: Duration | None = None
+    """Give up (fail the job) after waiting this long for Kafka; null: wait for ever."""
+
+    @field_validator("kafka_outage_log_interval", "kafka_outage_timeout")
+    @classmethod
+    def _outage_positive(cls, value: int | None) -> int | None:
+        if value is not None and value <= 0:
+            raise ValueError("must be more than 0 ms, e.g. 30s")
+        return value
 
     @model_validator(mode="after")
     def _sources_need_their_settings(self) -> JobConfig:

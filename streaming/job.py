@@ -355,6 +355,8 @@ def _source(spark: Any, config: JobConfig, folder: Path | None) -> Any:
         )
     from streaming.kafka import KafkaSource
 
+    if config.kafka_outage_timeout is not None:
+        options["outageTimeout"] = str(config.kafka_outage_timeout)
     spark.dataSource.register(KafkaSource)
     return spark.readStream.format("faultline-kafka").options(**options).load()
 
@@ -425,11 +427,17 @@ def _run(config: JobConfig, out: TextIO) -> int:
     else:
         print(f"faultline: {config.source} source {folder}", file=out)
     print(f"faultline: tables under {output}, checkpoint {checkpoint}", file=out)
-    publisher = None
+    publisher = watch = None
+    if config.kafka_bootstrap and (config.source == "kafka" or config.kafka_outputs):
+        from streaming.outage import Watch
+
+        interval = config.kafka_outage_log_interval / 1000
+        watch = Watch(config.kafka_conf(), interval, checkpoint, out).start()
     if config.kafka_bootstrap and config.kafka_outputs:
         from streaming.kafka import Publisher
 
-        publisher = Publisher(config.kafka_conf())
+        timeout = config.kafka_outage_timeout
+        publisher = Publisher(config.kafka_conf(), None if timeout is None else timeout / 1000)
     listener = BatchProgress(out)
     spark.streams.addListener(listener)
     query = build_query(
@@ -449,6 +457,8 @@ def _run(config: JobConfig, out: TextIO) -> int:
             failure = from_failure(query.exception(), (output, checkpoint))
             raise failure or RuntimeError(progress.error or _reason(str(query.exception())))
     except KeyboardInterrupt:
+        if publisher is not None:  # a batch waiting for Kafka gives up; the restart redoes it
+            publisher.cancel()
         query.stop()
         print("faultline: stopped", file=out)
     finally:
@@ -458,6 +468,8 @@ def _run(config: JobConfig, out: TextIO) -> int:
         except Exception as exc:  # the run's own outcome matters more
             print(f"faultline: Spark's progress of the last batches not written: {exc}", file=out)
         spark.stop()
+        if watch is not None:
+            watch.stop()
         if publisher is not None:
             publisher.close()
     _print_summary(output, progress, out)
@@ -538,7 +550,7 @@ def _check_layout(config: JobConfig, checkpoint: Path, record: bool) -> None:
 
 def _reason(error: str) -> str:
     """One line out of a Spark error: faultline's own message when there is one."""
-    from streaming.kafka import PREFIX
+    from streaming.outage import PREFIX
 
     lines = error.strip().splitlines() or ["unknown error"]
     ours = [line[line.index(PREFIX) :] for line in lines if PREFIX in line]

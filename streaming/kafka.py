@@ -7,16 +7,20 @@ earliest and -1 for latest), ``maxOffsetsPerTrigger``, ``failOnDataLoss``, and `
 to the client (SASL/SSL settings, under librdkafka's names). The offset is
 ``{topic: {partition: next offset}}``; each Kafka partition is one input partition, read by a
 consumer assigned at its start offset, so a restart re-reads exactly the logged ranges.
+``outageTimeout`` (ms; default none: forever) bounds how long the reader waits for a Kafka that
+stops answering (:mod:`streaming.outage`).
 
 Out: the sink's commit publishes the cluster scope's broker states and routing tables to compacted
 topics, keyed by broker and by topic, and the redeliveries to their ``kafka_topic``, with an
-idempotent producer, before the batch's Delta commits.
+idempotent producer, before the batch's Delta commits; it waits for a Kafka that stops
+answering as the reader does.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -26,7 +30,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
-from udfs.errors import FaultlineError
+from streaming.outage import PREFIX, KafkaIOError, KafkaUnreachable, Patience, quiet
 from udfs.parse import cluster_keys
 
 RAW_SCHEMA = "value string, origin string, ingest_ms bigint, lost bigint, key string"
@@ -41,14 +45,8 @@ _RAW_ARROW = pa.schema(
 )
 EARLIEST, LATEST = -2, -1
 METADATA_TIMEOUT_S = 10.0
-STALL_S = 120
-"""A read that gets no message for this long fails (the broker is gone)."""
-PREFIX = "faultline kafka:"
-"""Starts every error this module raises, so the job can pick it out of a Spark error."""
-
-
-class KafkaIOError(FaultlineError):
-    """Kafka could not be reached, read or written; the message starts with :data:`PREFIX`."""
+RETRY_S = 1.0
+"""Pause between two attempts to reach a Kafka that did not answer."""
 
 
 def client_conf(options: Mapping[str, str]) -> dict[str, str]:
@@ -76,7 +74,7 @@ def check_reachable(conf: Mapping[str, str], timeout: float = METADATA_TIMEOUT_S
         admin.list_topics(timeout=timeout)
     except KafkaException as exc:
         seen = errors[-1] if errors else str(exc.args[0])
-        raise KafkaIOError(
+        raise KafkaUnreachable(
             f"{PREFIX} cannot reach {conf.get('bootstrap.servers')} within {timeout:g} s: {seen}"
         ) from None
 
@@ -92,6 +90,7 @@ class KafkaSlice(InputPartition):
     end: int
     conf: tuple[tuple[str, str], ...]
     fail_on_data_loss: bool
+    outage_timeout_s: float | None = None
 
 
 def _origin(topic: str, partition: int, offset: int) -> str:
@@ -101,13 +100,14 @@ def _origin(topic: str, partition: int, offset: int) -> str:
 def read_slice(part: KafkaSlice, chunk: int = 10_000) -> Iterator[pa.RecordBatch]:
     """Offsets ``[begin, end)`` of one partition as raw rows. Offsets that retention deleted
     fail the read, or with ``failOnDataLoss=false`` become one row whose ``lost`` says how many
-    (the parser sends it to quarantine as ``DATA_LOSS``)."""
+    (the parser sends it to quarantine as ``DATA_LOSS``). While no message comes, the read waits
+    for Kafka, at most ``outage_timeout_s`` (then it fails); the range it reads stays the same."""
     from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, TopicPartition
     from confluent_kafka import KafkaError as Error
 
     consumer = Consumer(
         {
-            **dict(part.conf),
+            **quiet(dict(part.conf)),
             "group.id": "faultline-reader",
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
@@ -118,16 +118,15 @@ def read_slice(part: KafkaSlice, chunk: int = 10_000) -> Iterator[pa.RecordBatch
     try:
         position = part.begin
         consumer.assign([TopicPartition(part.topic, part.partition, position)])
-        deadline = time.time() + STALL_S
+        patience = Patience(dict(part.conf)["bootstrap.servers"], part.outage_timeout_s)
         while position < part.end:
-            if time.time() > deadline:
-                raise KafkaIOError(
-                    f"{PREFIX} {part.topic}/{part.partition}: no message for {STALL_S} s while "
-                    f"reading offsets {position}..{part.end - 1}"
-                )
-            messages = consumer.consume(min(chunk, part.end - position), timeout=1.0)
+            messages = consumer.consume(min(chunk, part.end - position), timeout=RETRY_S)
             if messages:
-                deadline = time.time() + STALL_S
+                patience.ok()
+            else:
+                patience.failed(
+                    f"{part.topic}/{part.partition}: reading offsets {position}..{part.end - 1}"
+                )
             values, origins, stamps = [], [], []
             for m in messages:
                 error = m.error()
@@ -201,7 +200,11 @@ Offsets = dict[str, dict[str, int]]
 
 
 class KafkaReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Planning runs in a Python process on the driver; :func:`read_slice` on the executors."""
+    """Planning runs in a Python process on the driver; :func:`read_slice` on the executors.
+
+    While Kafka does not answer, :meth:`latestOffset` plans no new batch (it returns ``start``,
+    and Spark asks again at the next trigger), so nothing blocks a stop; ``initialOffset`` and
+    ``prepareForTriggerAvailableNow``, which cannot do without Kafka, wait for it."""
 
     def __init__(self, options: Mapping[str, str]) -> None:
         self.conf = client_conf(options)
@@ -216,6 +219,9 @@ class KafkaReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         limit = options.get("maxoffsetspertrigger")
         self.limit = int(limit) if limit else None
         self.fail_on_data_loss = options.get("failondataloss", "true").lower() != "false"
+        timeout = options.get("outagetimeout")
+        self.outage_timeout_s = int(timeout) / 1000 if timeout else None
+        self.patience = Patience(self.conf["bootstrap.servers"], self.outage_timeout_s)
         self.frozen: Offsets | None = None
         self._client: Any = None
 
@@ -225,11 +231,33 @@ class KafkaReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
             check_reachable(self.conf)
             self._client = Consumer(
-                {**self.conf, "group.id": "faultline-planner", "enable.auto.commit": False}
+                {**quiet(self.conf), "group.id": "faultline-planner", "enable.auto.commit": False}
             )
         return self._client
 
     def _watermarks(self) -> dict[tuple[str, int], tuple[int, int]]:
+        """Each partition's low and high offsets; :class:`KafkaUnreachable` when Kafka does not
+        answer."""
+        from confluent_kafka import KafkaException
+
+        try:
+            return self._ask_watermarks()
+        except KafkaException as exc:
+            raise KafkaUnreachable(f"{PREFIX} {exc.args[0]}") from None
+
+    def _waiting(self) -> dict[tuple[str, int], tuple[int, int]]:
+        """:meth:`_watermarks`, waiting for Kafka as long as :attr:`patience` allows."""
+        while True:
+            try:
+                marks = self._watermarks()
+            except KafkaUnreachable:
+                self.patience.failed("planning")
+                time.sleep(RETRY_S)
+                continue
+            self.patience.ok()
+            return marks
+
+    def _ask_watermarks(self) -> dict[tuple[str, int], tuple[int, int]]:
         from confluent_kafka import TopicPartition
 
         consumer = self._consumer()
@@ -250,7 +278,7 @@ class KafkaReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return marks
 
     def initialOffset(self) -> Offsets:
-        marks = self._watermarks()
+        marks = self._waiting()
         if self.starting in ("earliest", "latest"):
             side = 0 if self.starting == "earliest" else 1
             return _nest({tp: m[side] for tp, m in marks.items()})
@@ -270,7 +298,7 @@ class KafkaReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def prepareForTriggerAvailableNow(self) -> None:
         """``--once``: read up to the offsets there are now, then stop."""
-        self.frozen = _nest({tp: m[1] for tp, m in self._watermarks().items()})
+        self.frozen = _nest({tp: m[1] for tp, m in self._waiting().items()})
 
     def latestOffset(self, start: Offsets, limit: Any = None) -> Offsets:
         budget = self.limit
@@ -281,7 +309,13 @@ class KafkaReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self.frozen is not None:
             high = _flat(self.frozen)
         else:
-            high = {tp: m[1] for tp, m in self._watermarks().items()}
+            try:
+                marks = self._watermarks()
+            except KafkaUnreachable:
+                self.patience.failed("planning")
+                return start  # no new batch now; Spark asks again at the next trigger
+            self.patience.ok()
+            high = {tp: m[1] for tp, m in marks.items()}
         # a partition that appeared since is read from its beginning
         ends = {tp: max(h, begin.get(tp, 0)) for tp, h in high.items()}
         ends.update({tp: o for tp, o in begin.items() if tp not in ends})
@@ -291,7 +325,9 @@ class KafkaReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         begin, stop = _flat(start), _flat(end)
         conf = tuple(sorted(self.conf.items()))
         return [
-            KafkaSlice(t, p, begin.get((t, p), 0), o, conf, self.fail_on_data_loss)
+            KafkaSlice(
+                t, p, begin.get((t, p), 0), o, conf, self.fail_on_data_loss, self.outage_timeout_s
+            )
             for (t, p), o in sorted(stop.items())
             if o > begin.get((t, p), 0)
         ]
@@ -358,18 +394,30 @@ class KafkaSource(DataSource):
 # --- publishing -----------------------------------------------------------------------------------
 
 
-class Publisher:
-    """An idempotent producer whose :meth:`flush` raises when any message was not delivered."""
+Message = tuple[str, bytes | str, str | None]
+"""topic, value, key"""
 
-    def __init__(self, conf: Mapping[str, str]) -> None:
+
+class Publisher:
+    """An idempotent producer. :meth:`deliver` waits for a Kafka that does not answer (at most
+    ``outage_timeout_s``); :meth:`flush` raises when any message was not delivered."""
+
+    def __init__(self, conf: Mapping[str, str], outage_timeout_s: float | None = None) -> None:
         from confluent_kafka import Producer
 
+        self.server = str(conf.get("bootstrap.servers"))
+        self.outage_timeout_s = outage_timeout_s
         self.failures: list[str] = []
+        self.transient = True
+        """Whether every failure since the last :meth:`deliver` attempt is worth waiting out."""
+        self.delivered = 0
+        self.cancelled = threading.Event()
         self.producer = Producer(
             {
                 "linger.ms": 20,
                 "message.timeout.ms": 30_000,
                 "compression.type": "lz4",  # JSON shrinks about fivefold
+                "log_level": 2,  # a lost connection is the outage watch's to report, once
                 **conf,
                 "enable.idempotence": True,
                 "error_cb": self._error,
@@ -379,10 +427,57 @@ class Publisher:
     def _error(self, error: Any) -> None:
         if error.fatal():
             self.failures.append(str(error))
+            self.transient = False
 
     def _delivered(self, error: Any, message: Any) -> None:
-        if error is not None:
-            self.failures.append(f"{message.topic()}: {error}")
+        if error is None:
+            self.delivered += 1
+            return
+        self.failures.append(f"{message.topic()}: {error}")
+        self.transient = self.transient and _transient(error)
+
+    def deliver(self, messages: Iterable[Message]) -> int:
+        """Send ``messages`` and wait until Kafka has every one. While Kafka does not answer this
+        waits, at most ``outage_timeout_s``; when some failed for a reason worth waiting out (a
+        timeout, a lost connection), all are sent again, in order, so the last message per key
+        stays the latest (a message may then be on Kafka twice: at least once). Raises
+        :class:`KafkaIOError` on any other failure, at the timeout, or once :meth:`cancel` is
+        called; what is not delivered then is dropped. Returns the number of messages."""
+        batch = list(messages)
+        patience = Patience(self.server, self.outage_timeout_s)
+        try:
+            while True:
+                self.failures.clear()
+                self.transient = True
+                for topic, value, key in batch:
+                    self.send(topic, value, key)
+                done = self.delivered
+                while self.producer.flush(RETRY_S) > 0:
+                    self._check_cancelled()
+                    if self.delivered == done:
+                        patience.failed("publishing")
+                    else:
+                        patience.ok()
+                        done = self.delivered
+                if not self.failures:
+                    return len(batch)
+                if not self.transient:
+                    raise KafkaIOError(f"{PREFIX} publishing failed: {self.failures[0]}")
+                self._check_cancelled()
+                patience.failed("publishing")
+                self.cancelled.wait(RETRY_S)
+        except KafkaIOError:
+            self.producer.purge()
+            self.producer.flush(0)
+            raise
+
+    def _check_cancelled(self) -> None:
+        if self.cancelled.is_set():
+            raise KafkaIOError(f"{PREFIX} publishing stopped: the job is stopping")
+
+    def cancel(self) -> None:
+        """Make a :meth:`deliver` that waits for Kafka give up (the job is being stopped)."""
+        self.cancelled.set()
 
     def send(self, topic: str, value: bytes | str, key: str | None = None) -> None:
         while True:
@@ -402,6 +497,13 @@ class Publisher:
         if left or self.failures:
             reason = self.failures[0] if self.failures else f"{left} messages not delivered"
             raise KafkaIOError(f"{PREFIX} publishing failed: {reason}")
+
+
+def _transient(error: Any) -> bool:
+    from confluent_kafka import KafkaError as Error
+
+    waits = (Error._MSG_TIMED_OUT, Error._TIMED_OUT, Error._TRANSPORT, Error._ALL_BROKERS_DOWN)
+    return bool(error.retriable()) or error.code() in waits
 
 
 def publish_events(events: Iterable[Mapping[str, Any]], conf: Mapping[str, str], topic: str) -> int:

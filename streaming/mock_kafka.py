@@ -45,6 +45,14 @@ def serve(brokers: int = 1, until_stdin_closes: bool = False) -> None:
 @contextmanager
 def mock_cluster(brokers: int = 1) -> Iterator[str]:
     """Start a mock cluster in a child process; yields its bootstrap servers."""
+    with mock_cluster_process(brokers) as (bootstrap, _):
+        yield bootstrap
+
+
+@contextmanager
+def mock_cluster_process(brokers: int = 1) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """:func:`mock_cluster`, also yielding its process (``SIGSTOP`` it to make Kafka hang, as
+    behind a network partition, and ``SIGCONT`` to bring it back with its data)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "streaming.mock_kafka", str(brokers), "--until-stdin-closes"],
         stdin=subprocess.PIPE,
@@ -57,7 +65,7 @@ def mock_cluster(brokers: int = 1) -> Iterator[str]:
         line = proc.stdout.readline().split()
         if len(line) != 2 or line[0] != "bootstrap":
             raise RuntimeError("the mock Kafka cluster did not start")
-        yield line[1]
+        yield line[1], proc
     finally:
         proc.kill()
         proc.wait(timeout=30)

@@ -437,25 +437,22 @@ def publish_batch(
     tables to ``decisions_topic`` (compacted; keys ``broker/<cluster>/<broker>`` and
     ``route/<cluster>/<topic>``, so the latest message per key is the current state), and the
     redeliveries onto their ``kafka_topic`` (key: the message id). A probation's message carries
-    ``probe_share`` (recovery probing). Raises when a message is not
-    delivered, so the batch fails and is retried. A batch already committed is not sent again.
-    Returns the number of messages sent."""
+    ``probe_share`` (recovery probing). Waits while Kafka does not answer
+    (:meth:`streaming.kafka.Publisher.deliver`); raises when a message cannot be delivered, so the
+    batch fails and is retried. A batch already committed is not sent again. Returns the number
+    of messages sent."""
     if is_committed(DeltaTable(str(root / "batches")), app_id, batch_id):
         return 0
-    sent = 0
+    messages: list[tuple[str, str, str]] = []
     if decisions_topic:
         decisions = [r for r in rows["broker_decisions"] if r["scope"] == "cluster"]
         decisions.sort(key=publish_order)
         for r in decisions:
             key = f"broker/{r['cluster']}/{r['broker_name']}"
-            value = json.dumps(message(r, probe_share))
-            publisher.send(decisions_topic, value, key=key)
+            messages.append((decisions_topic, json.dumps(message(r, probe_share)), key))
         tables = [r for r in rows["routing_table"] if r["scope"] == "cluster"]
         for r in sorted(tables, key=lambda r: r["effective_at"]):
-            publisher.send(decisions_topic, json.dumps(r), key=f"route/{r['cluster']}/{r['topic']}")
-        sent += len(decisions) + len(tables)
+            messages.append((decisions_topic, json.dumps(r), f"route/{r['cluster']}/{r['topic']}"))
     for r in rows["redeliveries"]:
-        publisher.send(r["kafka_topic"], json.dumps(r), key=r["message_id"])
-        sent += 1
-    publisher.flush()
-    return sent
+        messages.append((r["kafka_topic"], json.dumps(r), r["message_id"]))
+    return int(publisher.deliver(messages))

@@ -3,10 +3,13 @@ of its own), or against a real Kafka when ``KAFKA_BOOTSTRAP_SERVERS`` is set."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import signal
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +18,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 
 from streaming.config import load_scenario
-from streaming.mock_kafka import mock_cluster
+from streaming.mock_kafka import mock_cluster, mock_cluster_process
 from streaming.simulator import simulate
 from tests.streaming.conftest import (
     INT,
@@ -274,15 +277,16 @@ def test_against_a_real_kafka(reference: Path, tmp_path: Path) -> None:
 def test_a_delivery_failure_fails_the_batch_and_the_restart_retries_it(
     reference: Path, tmp_path: Path
 ) -> None:
-    """Files in, outputs to a Kafka that goes away: the batch being published fails and commits
-    nothing; the restart publishes it to the Kafka that is there now and commits it once."""
+    """Files in, outputs to a Kafka that goes away for longer than ``kafka_outage_timeout``: the
+    batch being published fails and commits nothing; the restart publishes it to the Kafka that
+    is there now and commits it once."""
     events = tmp_path / "in"
     assert (
         faultline("simulate", "--scenario", "quick", "--out", str(events), cwd=tmp_path).returncode
         == 0
     )
     config = tmp_path / "job.yaml"
-    config.write_text("kafka_options: {message.timeout.ms: '3000'}\n")
+    config.write_text("kafka_options: {message.timeout.ms: '1000'}\nkafka_outage_timeout: 3s\n")
 
     def args(bootstrap: str, *extra: str) -> tuple[str, ...]:
         return ("run", "--source", "files", "--path", str(events), "--config", str(config),
@@ -299,7 +303,10 @@ def test_a_delivery_failure_fails_the_batch_and_the_restart_retries_it(
     # the first cluster is gone now: the next batch cannot be delivered
     stdout, _ = proc.communicate(timeout=240)
     assert proc.returncode == 1
-    assert "faultline: failed: faultline kafka: publishing failed:" in stdout
+    assert f"faultline: failed: faultline kafka: publishing: kafka at {first} unreachable for" in (
+        stdout
+    )
+    assert "(kafka_outage_timeout 3 s): giving up" in stdout
     committed = table(out, "batches")
     assert 2 <= len(committed) < len(table(reference, "batches"))
     for name in OUTPUT_TABLES:  # nothing of the failed batch reached a table
@@ -314,3 +321,89 @@ def test_a_delivery_failure_fails_the_batch_and_the_restart_retries_it(
             got = _read_all(second, kafka_topic(str(target)), len(group))
             assert {m.key().decode() for m in got} >= set(group["message_id"]), target
     same_tables(reference, out)
+
+
+def test_kafka_unreachable_while_running_is_waited_out_and_nothing_is_lost_or_repeated(
+    reference: Path, tmp_path: Path
+) -> None:
+    """The mock cluster stopped (SIGSTOP: connections hang, as behind a network partition; the
+    data survives) while the job runs, then resumed: the job waits, says so once per interval,
+    and ends with the tables of an uninterrupted run."""
+    events = simulate(load_scenario("quick"))
+    topic, first = "events-outage", 1200
+    with mock_cluster_process() as (bootstrap, cluster):
+        producer = Producer({"bootstrap.servers": bootstrap})
+
+        def publish(part: list[dict[str, Any]]) -> None:
+            for e in part:
+                producer.produce(topic, json.dumps(e), key=e["cluster"])
+            assert producer.flush(30) == 0
+
+        publish(events[:first])
+        args = _args(tmp_path, bootstrap, topic)
+        with (tmp_path / "job.yaml").open("a") as config:
+            config.write("kafka_outage_log_interval: 2s\n")
+        proc = start(*args, cwd=tmp_path)
+        lines: list[str] = []
+        assert proc.stdout is not None
+        reader = threading.Thread(target=lambda: lines.extend(proc.stdout or []), daemon=True)
+        reader.start()
+
+        def wait_for(done: Callable[[], bool], limit: float = 120) -> None:
+            deadline = time.time() + limit
+            while not done() and time.time() < deadline and proc.poll() is None:
+                time.sleep(0.1)
+            assert done(), "".join(lines)[-3000:]
+
+        def said(text: str) -> list[str]:
+            return [line for line in list(lines) if text in line]
+
+        try:
+            wait_for(lambda: batches_committed(tmp_path / "out") >= 2)
+            os.kill(cluster.pid, signal.SIGSTOP)
+            stopped = time.time()
+            wait_for(lambda: len(said("unreachable since")) >= 4, 30)  # about 6 s
+            os.kill(cluster.pid, signal.SIGCONT)
+            resumed = time.time()
+            wait_for(lambda: bool(said("reachable again")), 30)
+            during_a_batch = said("unreachable since")
+            # again while the job waits for new records, for longer than the 10 s a planner's
+            # question to Kafka may take: the planner is the one that waits
+            wait_for(lambda: _committed_input(tmp_path / "out") == first)
+            idle = batches_committed(tmp_path / "out")
+            os.kill(cluster.pid, signal.SIGSTOP)
+            wait_for(lambda: len(said("unreachable since")) >= len(during_a_batch) + 7, 40)
+            os.kill(cluster.pid, signal.SIGCONT)
+            wait_for(lambda: len(said("reachable again")) == 2, 30)
+            publish(events[first:])
+            wait_for(lambda: _committed_input(tmp_path / "out") == len(events))
+        finally:
+            os.kill(cluster.pid, signal.SIGCONT)
+            if proc.poll() is None:
+                proc.send_signal(INT)
+            proc.wait(timeout=120)
+            reader.join(timeout=10)
+        assert proc.returncode == 0, "".join(lines)[-3000:]
+        down = said("unreachable since")
+        assert all(f"faultline: kafka at {bootstrap} unreachable since " in d for d in down)
+        for outage in (during_a_batch, down[len(during_a_batch) :]):
+            waited = [int(d.rsplit("(", 1)[1].split(" s)")[0]) for d in outage]
+            assert waited[0] <= 2, outage  # once per interval, not once per retry:
+            assert all(b - a >= 2 for a, b in itertools.pairwise(waited)), outage
+        assert len(during_a_batch) <= (resumed - stopped) / 2 + 1, during_a_batch
+        back, back_idle = said("reachable again")
+        batches = table(tmp_path / "out", "batches")
+        after = batches[batches["committed_at"] > resumed * 1000]["batch_id"].min()
+        assert back.startswith(f"faultline: kafka at {bootstrap} reachable again after ")
+        assert int(back.rsplit(" ", 1)[1]) in (after, after + 1), (back, after)
+        assert back_idle.endswith(f"; resuming at batch {idle}\n"), back_idle
+        assert not said("rdkafka"), said("rdkafka")  # the clients' own retries are not printed
+        _check_kafka_run(reference, tmp_path, bootstrap)
+        assert batches["input"].sum() == len(events)
+
+
+def _committed_input(output: Path) -> int:
+    try:
+        return int(table(output, "batches")["input"].sum())
+    except Exception:  # not created yet
+        return 0
