@@ -123,6 +123,7 @@ def _spark(config: JobConfig, output: Path) -> Any:
         # the parser's validation is one large expression; constraint propagation over it
         # (after filters are pushed through it) runs out of memory
         .config("spark.sql.constraintPropagation.enabled", "false")
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile={_log4j(output)}")
     )
     if config.sink == "delta-spark":
         from streaming.sink_spark import SESSION
@@ -143,6 +144,37 @@ def _spark(config: JobConfig, output: Path) -> Any:
     if bundle is not None:
         spark.sparkContext.addPyFile(str(bundle))  # executors share no Python path with us
     return spark
+
+
+SPARK_LOG = "spark.log"
+SPARK_LOG_MB = 10
+SPARK_LOG_FILES = 5
+
+
+def _log4j(output: Path) -> Path:
+    """Spark's own log goes to ``<output>/_job/spark.log`` (at most :data:`SPARK_LOG_FILES`
+    files of :data:`SPARK_LOG_MB` MB), not to the console: the console is faultline's, and a
+    job that runs for months must not fill a disk with its log."""
+    folder = output / "_job"
+    folder.mkdir(parents=True, exist_ok=True)
+    log = folder / SPARK_LOG
+    conf = folder / "log4j2.properties"
+    conf.write_text(
+        "rootLogger.level = warn\n"
+        "rootLogger.appenderRef.file.ref = file\n"
+        "appender.file.type = RollingFile\n"
+        "appender.file.name = file\n"
+        f"appender.file.fileName = {log}\n"
+        f"appender.file.filePattern = {log}.%i\n"
+        "appender.file.layout.type = PatternLayout\n"
+        "appender.file.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex\n"
+        "appender.file.policies.type = Policies\n"
+        "appender.file.policies.size.type = SizeBasedTriggeringPolicy\n"
+        f"appender.file.policies.size.size = {SPARK_LOG_MB}MB\n"
+        "appender.file.strategy.type = DefaultRolloverStrategy\n"
+        f"appender.file.strategy.max = {SPARK_LOG_FILES - 1}\n"
+    )
+    return conf
 
 
 def python_env(local: bool) -> None:
