@@ -218,8 +218,8 @@ def build_query(
     from streaming.stateful import RECORDS, STATE_SCHEMA, state_function
 
     app_id = checkpoint_app_id(checkpoint)
-    for key, value in state_store_conf(config).items():  # a session may run several queries
-        spark.conf.set(key, value)
+    for name, setting in state_store_conf(config).items():  # a session may run several queries
+        spark.conf.set(name, setting)
     raw = _source(spark, config, folder)
     lost = F.col("lost") if "lost" in raw.columns else F.lit(None).cast("bigint")
     # only the raw records cross the shuffle, keyed by their cluster; the operator parses them.
@@ -509,7 +509,7 @@ def _logged_state_store(checkpoint: Path) -> str:
     if not logged:
         return "hdfs"
     meta = json.loads((checkpoint / "offsets" / str(max(logged))).read_text().splitlines()[1])
-    provider = meta.get("conf", {}).get(PROVIDER_CLASS, STATE_STORES["hdfs"])
+    provider = str(meta.get("conf", {}).get(PROVIDER_CLASS, STATE_STORES["hdfs"]))
     return {v: k for k, v in STATE_STORES.items()}.get(provider, provider)
 
 
