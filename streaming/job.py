@@ -109,11 +109,11 @@ STATE_STORES = {
 
 
 def state_store_conf(config: JobConfig) -> dict[str, str]:
-    """Spark's settings for the job's ``state_store``. RocksDB writes, with changelog
-    checkpointing, only the keys a batch changed (as hdfs's delta files do) and a snapshot every
-    ``spark.sql.streaming.stateStore.minDeltasForSnapshot`` batches (10) in the background
-    maintenance (every ``spark.sql.streaming.stateStore.maintenanceInterval``, 60 s), which also
-    deletes the files of batches older than ``min_batches_to_retain``, as it does for hdfs."""
+    """Spark's settings for the job's ``state_store``. With changelog checkpointing RocksDB
+    writes only the keys a batch changed (as hdfs's delta files do), and a snapshot every
+    ``spark.sql.streaming.stateStore.minDeltasForSnapshot`` batches (10), uploaded by the
+    background maintenance (every ``spark.sql.streaming.stateStore.maintenanceInterval``, 60 s),
+    which then deletes the files older than ``min_batches_to_retain`` batches, as for hdfs."""
     conf = {PROVIDER_CLASS: STATE_STORES[config.state_store]}
     if config.state_store == "rocksdb":
         conf["spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"] = "true"
