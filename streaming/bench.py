@@ -7,6 +7,7 @@ last line is the steady ratio.
 
     python -m streaming.bench [--source files|kafka] [--scenario default] [--repeat 4]
                               [--batch 50000] [--shards 1] [--floor]
+                              [--state-store hdfs|rocksdb] [--retain N]
 
 The pass-through reads the same records with the same source and writes every raw record to a
 Delta table through an executor-side Parquet writer and a driver-side commit, as the job's sink
@@ -19,7 +20,10 @@ over two tasks; the breakdown then also shows the busiest task's operator time, 
 stateful stage costs the batch when the tasks run side by side. ``--floor`` runs, in place of
 the full job, the same query with a stateful function that only takes the records over and
 reports their count: what Spark's source, shuffle, operator and sink cost before any parsing or
-RocketMQ logic, the ceiling of the steady ratio on this machine.
+RocketMQ logic, the ceiling of the steady ratio on this machine. ``--state-store rocksdb`` runs
+the job with ``state_store: rocksdb``, and ``--retain N`` with ``min_batches_to_retain: N``; the
+line before the last two gives Spark's state store commit time, the state's memory and the
+checkpoint's size on disk after the run (and every 10 batches, from 20 batches on).
 """
 
 from __future__ import annotations
@@ -147,6 +151,28 @@ def _floor(*_: Any) -> Any:
     return nothing
 
 
+def _bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+def _print_state_store(name: str, query: Any, checkpoint: Path, sizes: dict[int, int]) -> None:
+    """Spark's state store commit time and memory (from the query's progress, steady batches)
+    and the checkpoint's size on disk."""
+    progress = [p.stateOperators[0] for p in query.recentProgress if p.stateOperators]
+    steady = progress[1:] or progress
+    commit = sum(p.commitTimeMs for p in steady) / max(len(steady), 1) / 1000
+    memory = max((p.memoryUsedBytes for p in progress), default=0)
+    mb = 1 / 1_000_000
+    print(
+        f"state store {name}: commit {commit:.2f} s per batch steady, {memory * mb:.1f} MB in "
+        f"memory; checkpoint {_bytes(checkpoint) * mb:.2f} MB on disk after the run (its state "
+        f"{_bytes(checkpoint / 'state') * mb:.2f} MB)"
+    )
+    if len(sizes) >= 20:
+        every = ", ".join(f"{b + 1}: {n * mb:.2f}" for b, n in sorted(sizes.items()) if b % 10 == 9)
+        print(f"checkpoint on disk (MB) after batches {every}")
+
+
 def _rate(runs: list[tuple[float, int]]) -> float:
     """Records per second over the given batches."""
     return sum(n for _, n in runs) / max(sum(t for t, _ in runs), 1e-9)
@@ -159,6 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=4)
     parser.add_argument("--batch", type=int, default=50_000)
     parser.add_argument("--shards", type=int, default=1, help="stateful_shards of the job")
+    parser.add_argument("--state-store", choices=("hdfs", "rocksdb"), default="hdfs")
+    parser.add_argument("--retain", type=int, help="min_batches_to_retain of the job")
     parser.add_argument(
         "--floor",
         action="store_true",
@@ -191,6 +219,8 @@ def main(argv: list[str] | None = None) -> int:
                 "checkpoint": str(work / "ck"),
                 "max_records_per_batch": args.batch,
                 "stateful_shards": args.shards,
+                "state_store": args.state_store,
+                "min_batches_to_retain": args.retain,
                 "once": True,
             },
         )
@@ -202,6 +232,12 @@ def main(argv: list[str] | None = None) -> int:
         sink.create_tables(work / "job")
         batches: list[dict[str, Any]] = []
         output, checkpoint = work / "job", work / "ck"
+        sizes: dict[int, int] = {}
+
+        def on_batch(batch: dict[str, Any]) -> None:
+            batches.append(batch)
+            sizes[int(batch["batch_id"])] = _bytes(checkpoint)
+
         query = job.build_query(
             spark,
             config,
@@ -209,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
             output,
             checkpoint,
             job.Progress(),
-            on_batch=batches.append,
+            on_batch=on_batch,
             operator=_floor() if args.floor else None,
         )
         query.awaitTermination()
@@ -242,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{b['commit_ms'] / 1000:>5.2f}; {b['slowest_task_ms'] / 1000:>5.2f}; "
                 f"{b['state_bytes']:>11,}"
             )
+        _print_state_store(args.state_store, query, checkpoint, sizes)
         busiest = [b["slowest_task_ms"] / 1000 for b in batches[1:] or batches]
         print(
             f"busiest task's operator time, steady: {sum(busiest) / len(busiest):.2f} s per batch"

@@ -30,6 +30,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--stateful-shards", type=int, help="keys per RocketMQ cluster in the stateful stage"
     )
+    run.add_argument(
+        "--state-store", help="hdfs (Spark's default) | rocksdb; fixed for a checkpoint"
+    )
     run.add_argument("--kafka-bootstrap", help="Kafka: HOST:PORT[,...]")
     run.add_argument("--topic", help="Kafka: the topic of send results")
     run.add_argument("--starting-offsets", help="Kafka: earliest (the default) | latest | JSON")
@@ -148,6 +151,7 @@ def _run(args: argparse.Namespace) -> int:
         "master": args.master,
         "max_records_per_batch": args.max_records_per_batch,
         "stateful_shards": args.stateful_shards,
+        "state_store": args.state_store,
         "kafka_bootstrap": args.kafka_bootstrap,
         "topic": args.topic,
         "starting_offsets": args.starting_offsets,

@@ -289,6 +289,10 @@ class JobConfig(_Strict):
     """Keys of the stateful operator per RocketMQ cluster: its producers' own scope is split
     over them (see ``udfs.engine._shards``), so one cluster's work runs in that many tasks.
     Fixed for a checkpoint, as is ``shuffle_partitions``."""
+    state_store: Literal["hdfs", "rocksdb"] = "hdfs"
+    """Where Spark keeps the operator state: ``hdfs``, Spark's default (every key's state in the
+    executors' memory, a file of changed keys per batch); ``rocksdb``, RocksDB on the executors'
+    disks with changelog checkpointing. Fixed for a checkpoint."""
     cluster_profile: ProfileName = "rocketmq-5"
     default_client_profile: ProfileName = "rocketmq-4.9"
     default_latency_fault_enable: bool = True

@@ -104,6 +104,26 @@ def simulator_folder(config: JobConfig, output: Path) -> Path:
     return folder
 
 
+PROVIDER_CLASS = "spark.sql.streaming.stateStore.providerClass"
+STATE_STORES = {
+    "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
+    "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+}
+"""Spark's state store provider of each ``state_store``."""
+
+
+def state_store_conf(config: JobConfig) -> dict[str, str]:
+    """Spark's settings for the job's ``state_store``. With changelog checkpointing RocksDB
+    writes only the keys a batch changed (as hdfs's delta files do), and a snapshot every
+    ``spark.sql.streaming.stateStore.minDeltasForSnapshot`` batches (10), uploaded by the
+    background maintenance (every ``spark.sql.streaming.stateStore.maintenanceInterval``, 60 s),
+    which then deletes the files older than ``min_batches_to_retain`` batches, as for hdfs."""
+    conf = {PROVIDER_CLASS: STATE_STORES[config.state_store]}
+    if config.state_store == "rocksdb":
+        conf["spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"] = "true"
+    return conf
+
+
 def _spark(config: JobConfig, output: Path) -> Any:
     from pyspark.sql import SparkSession
 
@@ -253,6 +273,8 @@ def build_query(
 
         committer = DeltaSpark(spark, output, app_id, flat)
         files_root = committer.staging
+    for name, setting in state_store_conf(config).items():  # a session may run several queries
+        spark.conf.set(name, setting)
     raw = _source(spark, config, folder)
     lost = F.col("lost") if "lost" in raw.columns else F.lit(None).cast("bigint")
     # only the raw records cross the shuffle, keyed by their cluster; the operator parses them.
@@ -557,9 +579,14 @@ def _check_source(config: JobConfig, checkpoint: Path, record: bool = False) -> 
 def _check_layout(config: JobConfig, checkpoint: Path, record: bool) -> None:
     """The stateful operator's state is stored per key and per task: a checkpoint keeps the
     ``stateful_shards`` it was made with, and with shards its ``shuffle_partitions`` (the slots
-    are chosen for them). A checkpoint made before the mark existed had one shard."""
+    are chosen for them), and its ``state_store``. A checkpoint made before the mark existed had
+    one shard; one made before the mark held the state store used the one Spark's offsets log
+    names."""
     mark = checkpoint / LAYOUT_MARK
-    mine = {"stateful_shards": config.stateful_shards}
+    mine: dict[str, Any] = {
+        "stateful_shards": config.stateful_shards,
+        "state_store": config.state_store,
+    }
     if config.stateful_shards > 1:
         mine["shuffle_partitions"] = config.shuffle_partitions
     if mark.exists():
@@ -571,6 +598,7 @@ def _check_layout(config: JobConfig, checkpoint: Path, record: bool) -> None:
             checkpoint.mkdir(parents=True, exist_ok=True)
             mark.write_text(json.dumps(mine))
         return
+    theirs.setdefault("state_store", _logged_state_store(checkpoint))
     for key, value in theirs.items():
         if getattr(config, key) != value:
             raise ConfigError(
@@ -578,6 +606,17 @@ def _check_layout(config: JobConfig, checkpoint: Path, record: bool) -> None:
                 f"{getattr(config, key)}; its state cannot be read another way: keep {value}, "
                 "or give this job a new --checkpoint (and --output)"
             )
+
+
+def _logged_state_store(checkpoint: Path) -> str:
+    """The state store Spark's offsets log names for the newest batch (each entry records the
+    provider class), ``hdfs`` before the first batch."""
+    logged = [int(p.name) for p in (checkpoint / "offsets").glob("*") if p.name.isdigit()]
+    if not logged:
+        return "hdfs"
+    meta = json.loads((checkpoint / "offsets" / str(max(logged))).read_text().splitlines()[1])
+    provider = str(meta.get("conf", {}).get(PROVIDER_CLASS, STATE_STORES["hdfs"]))
+    return {v: k for k, v in STATE_STORES.items()}.get(provider, provider)
 
 
 def _reason(error: str) -> str:

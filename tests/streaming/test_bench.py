@@ -27,6 +27,11 @@ def test_bench_prints_steady_figures_a_breakdown_per_batch_and_the_ratio_last(
         # six parts rounded to 0.01 s, and the total timed by the bench, not summed from them
         assert abs(float(total) - sum(float(p) for p in parts.split("+"))) < 0.06
     assert re.fullmatch(r"busiest task's operator time, steady: \d+\.\d\d s per batch", lines[-2])
+    assert re.fullmatch(
+        r"state store hdfs: commit \d+\.\d\d s per batch steady, \d+\.\d MB in memory; "
+        r"checkpoint \d+\.\d\d MB on disk after the run \(its state \d+\.\d\d MB\)",
+        lines[-3],
+    )
 
 
 def test_the_floor_runs_the_same_query_with_an_operator_that_does_nothing(

@@ -1,0 +1,206 @@
+"""The state store (``state_store: hdfs | rocksdb``): RocksDB writes the tables of Spark's default
+provider, through a crash and a restart; ``faultline state`` and ``faultline replay`` read its
+checkpoint; a checkpoint keeps its provider; and with a small ``min_batches_to_retain`` the
+state's files on disk stop growing, with either provider.
+
+Two runs of the quick scenario in small batches, the real ``faultline`` process each time: one
+with hdfs, one with RocksDB killed in the middle and resumed. Spark's background maintenance,
+which snapshots and deletes old state files, runs every minute; the runs make it run every 200 ms
+(and snapshot every 5 batches), so the bound shows within seconds."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from deltalake import DeltaTable
+
+from streaming import cli, job, replay
+from tests.streaming.conftest import OUTPUT_TABLES, batch_rows, faultline, table
+
+pytestmark = pytest.mark.spark
+
+BATCH = 200
+"""Records per micro-batch: the quick scenario (1,697 records) in 9 batches."""
+BATCHES = 9
+RETAIN = 2
+"""``min_batches_to_retain``."""
+SNAPSHOT_EVERY = 2
+CRASH = BATCHES - RETAIN
+"""The RocksDB run is killed after this batch's Delta commits, before Spark's commit log: late
+enough that a replay can still start there."""
+SPARK = {
+    "PYSPARK_SUBMIT_ARGS": (
+        "--conf spark.sql.streaming.stateStore.maintenanceInterval=200ms "
+        f"--conf spark.sql.streaming.stateStore.minDeltasForSnapshot={SNAPSHOT_EVERY} "
+        "pyspark-shell"
+    )
+}
+
+
+def _run(folder: Path, *extra: str, env: dict[str, str] | None = None) -> Any:
+    config = folder / "job.yaml"
+    config.write_text(f"min_batches_to_retain: {RETAIN}\n")
+    return faultline(
+        "run", "--scenario", "quick", "--config", str(config), "--output", str(folder / "out"),
+        "--checkpoint", str(folder / "ck"), "--max-records-per-batch", str(BATCH), *extra,
+        cwd=folder, env={**SPARK, **(env or {})},
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def hdfs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The run with Spark's default provider (``out`` and ``ck`` under it)."""
+    folder = tmp_path_factory.mktemp("hdfs")
+    result = _run(folder)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return folder
+
+
+@pytest.fixture(scope="module")
+def rocksdb(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The run with ``--state-store rocksdb``, killed (SIGKILL) after batch :data:`CRASH`'s Delta
+    commits and before Spark's commit log, then started again."""
+    folder = tmp_path_factory.mktemp("rocksdb")
+    crashed = _run(
+        folder,
+        "--state-store",
+        "rocksdb",
+        env={"FAULTLINE_FAILPOINT": f"after-commit-batches:{CRASH}"},
+    )
+    assert crashed.returncode == -9, crashed.stderr[-3000:]
+    assert sorted(table(folder / "out", "batches")["batch_id"]) == list(range(CRASH + 1))
+    result = _run(folder, "--state-store", "rocksdb")
+    assert result.returncode == 0, result.stderr[-3000:]
+    return folder
+
+
+def _state_files(ck: Path) -> dict[str, set[int]]:
+    """The batches whose state files the checkpoint holds, per kind of file (``delta`` and
+    ``snapshot`` for hdfs; ``changelog`` and ``zip`` for RocksDB, whose snapshots' data files
+    are under ``SSTs``)."""
+    kinds: dict[str, set[int]] = {}
+    for path in (ck / "faultline" / "state" / "0").glob("[0-9]*/*"):
+        found = re.fullmatch(r"(\d+)\.(\w+)", path.name)
+        if found:
+            kinds.setdefault(found.group(2), set()).add(int(found.group(1)))
+    return kinds
+
+
+def test_rocksdb_killed_and_resumed_writes_the_rows_of_the_default_provider(
+    hdfs: Path, rocksdb: Path
+) -> None:
+    """Every table holds the same rows in the same batches as the hdfs run: nothing lost or
+    repeated by the crash. The state was RocksDB's: changelog files, and Spark's offsets log
+    names the provider."""
+    for name in (*OUTPUT_TABLES, "batches"):
+        hdfs_rows, rocksdb_rows = table(hdfs / "out", name), table(rocksdb / "out", name)
+        if name == "batches":  # timings differ
+            columns = ["batch_id", "input", "valid", "quarantined", "late", "duplicates", "clock"]
+            hdfs_rows, rocksdb_rows = hdfs_rows[columns], rocksdb_rows[columns]
+        assert batch_rows(rocksdb_rows) == batch_rows(hdfs_rows), name
+    assert sorted(table(rocksdb / "out", "batches")["batch_id"]) == list(range(BATCHES))
+    assert "changelog" in _state_files(rocksdb / "ck") and "delta" not in _state_files(
+        rocksdb / "ck"
+    )
+    assert "delta" in _state_files(hdfs / "ck")
+    logged = json.loads(
+        (rocksdb / "ck" / "faultline" / "offsets" / str(BATCHES - 1)).read_text().splitlines()[1]
+    )
+    assert logged["conf"][job.PROVIDER_CLASS] == job.STATE_STORES["rocksdb"]
+
+
+@pytest.mark.parametrize("provider", ["hdfs", "rocksdb"])
+def test_the_state_files_on_disk_stop_growing(hdfs: Path, rocksdb: Path, provider: str) -> None:
+    """After 9 batches the checkpoint holds the state of the last few only: those Spark must
+    keep (``min_batches_to_retain``), back to the snapshot they start from."""
+    ck = {"hdfs": hdfs, "rocksdb": rocksdb}[provider] / "ck"
+    kept = set().union(*_state_files(ck).values())
+    assert max(kept) == BATCHES  # state version N is the state after batch N - 1
+    assert min(kept) >= BATCHES - RETAIN - 2 * SNAPSHOT_EVERY, sorted(kept)
+    logs = [p for p in (ck / "faultline" / "offsets").iterdir() if p.name.isdigit()]
+    assert len(logs) <= RETAIN + 1
+
+
+@pytest.fixture(scope="module")
+def session() -> Iterator[None]:
+    """A session of Spark's defaults in this process, as ``faultline state`` and ``replay`` make
+    one (stopped afterwards, so that the next module makes its own)."""
+    spark = replay.spark_session()
+    assert spark.conf.get(job.PROVIDER_CLASS) == job.STATE_STORES["hdfs"]
+    yield
+    spark.stop()
+
+
+def _command(*argv: str) -> str:
+    args = cli._parser().parse_args(argv)
+    out = io.StringIO()
+    run = replay.state_command if args.command == "state" else replay.replay_command
+    assert run(args, out) == 0
+    return out.getvalue()
+
+
+def _rows(output: Path, name: str) -> list[dict[str, Any]]:
+    rows = DeltaTable(str(output / name)).to_pyarrow_table().to_pylist()
+    return sorted(rows, key=repr)
+
+
+def test_state_and_replay_read_a_rocksdb_checkpoint(
+    session: None, hdfs: Path, rocksdb: Path, tmp_path: Path
+) -> None:
+    """``faultline state`` prints the same state after a batch for both providers, and a replay
+    from the batch the crash cut writes the original rows."""
+    for batch in (CRASH - 1, BATCHES - 1):
+        printed = [
+            _command("state", "--checkpoint", str(f / "ck"), "--batch", str(batch))
+            for f in (hdfs, rocksdb)
+        ]
+        assert printed[0].startswith(f"state after batch {batch}\n")
+        assert "cluster QuickCluster: clock" in printed[0]
+        assert printed[1] == printed[0]
+    out = _command(
+        "replay", "--checkpoint", str(rocksdb / "ck"), "--output", str(tmp_path / "rep"),
+        "--from-batch", str(CRASH),
+    )  # fmt: skip
+    assert f"replaying batches {CRASH}..{BATCHES - 1}" in out
+    for name in OUTPUT_TABLES:
+        expected = [r for r in _rows(rocksdb / "out", name) if r["batch_id"] >= CRASH]
+        assert _rows(tmp_path / "rep", name) == expected, name
+
+
+def test_a_checkpoint_is_not_resumed_with_the_other_state_store(hdfs: Path, rocksdb: Path) -> None:
+    """Refused before Spark starts, in one line naming the key and both values."""
+    for folder, other, made in ((rocksdb, "hdfs", "rocksdb"), (hdfs, "rocksdb", "hdfs")):
+        result = _run(folder, "--state-store", other)
+        assert result.returncode == 2
+        assert result.stderr.strip() == (
+            f"faultline: state_store: the checkpoint {folder / 'ck' / 'faultline'} was made with "
+            f"state_store={made}, this run has {other}; its state cannot be read another way: "
+            f"keep {made}, or give this job a new --checkpoint (and --output)"
+        )
+
+
+def test_a_checkpoint_of_an_older_faultline_keeps_the_provider_sparks_log_names(
+    tmp_path: Path,
+) -> None:
+    """Without the state store in faultline's mark, the provider Spark logged for the newest
+    batch decides."""
+    from streaming.config import load_job_config
+    from udfs.errors import ConfigError
+
+    for made, other in (("hdfs", "rocksdb"), ("rocksdb", "hdfs")):
+        ck = tmp_path / made / "faultline"
+        (ck / "offsets").mkdir(parents=True)
+        (ck / job.LAYOUT_MARK).write_text(json.dumps({"stateful_shards": 1}))
+        for batch, provider in ((0, other), (1, made)):  # Spark's own conf, as it logs it
+            meta = {"batchWatermarkMs": 0, "conf": {job.PROVIDER_CLASS: job.STATE_STORES[provider]}}
+            (ck / "offsets" / str(batch)).write_text(f"v1\n{json.dumps(meta)}\n{{}}")
+        job._check_layout(load_job_config(None, {"state_store": made}), ck, record=False)
+        refused = f"was made with state_store={made}, this run has {other}"
+        with pytest.raises(ConfigError, match=refused):
+            job._check_layout(load_job_config(None, {"state_store": other}), ck, record=False)
