@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from streaming import sink
@@ -72,10 +73,11 @@ def test_a_delta_commit_into_a_folder_that_cannot_be_written_names_the_table(
     tmp_path: Path,
 ) -> None:
     sink.create_tables(tmp_path)
-    name = next(iter(TABLES))
-    meta = sink.write_file(tmp_path, name, TABLES[name].empty_table(), 0, "app")
+    name = "heartbeats"
+    row = {"cluster": "c", "broker_name": "b", "event_id": "e", "event_time": 1_000}
+    metas = sink.write_file(tmp_path, name, pa.Table.from_pylist([row], TABLES[name]), 0, "app")
     with _immutable(tmp_path / name / "_delta_log"), pytest.raises(StorageError) as raised:
-        sink.commit_batch(tmp_path, 0, [meta], "app", 0)
+        sink.commit_batch(tmp_path, 0, metas, "app", 0)
     assert str(raised.value) == (
         f"cannot write {tmp_path / name}: Operation not permitted (errno 1); {ADVICE}"
     )
