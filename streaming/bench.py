@@ -143,7 +143,7 @@ def _floor(*_: Any) -> Any:
 
     def nothing(key: Any, frames: Any, state: Any) -> Any:
         count = sum(len(f) for f in frames)
-        row = dict.fromkeys(META.names, 0) | {"table": None, "path": None, "stats": None}
+        row = dict.fromkeys(META.names, 0) | dict.fromkeys(("table", "path", "stats", "partition"))
         row |= {"input": count, "valid": count, "task": 0, "clock": None}
         state.update(("",))
         yield pd.DataFrame([row], columns=META.names)

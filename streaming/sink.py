@@ -410,13 +410,14 @@ def read_rows(
     root: Path, metas: list[dict[str, Any]], tables: tuple[str, ...]
 ) -> dict[str, list[dict[str, Any]]]:
     """Driver side, before :func:`commit_batch` (which deletes the files of a replayed batch that a
-    table holds already): the rows the batch wrote to ``tables``."""
+    table holds already): the rows the batch wrote to ``tables``, in their own columns (the
+    timestamps and the partition derive from them)."""
     rows: dict[str, list[dict[str, Any]]] = {name: [] for name in tables}
     for meta in metas:
-        if meta["table"] in rows:
-            rows[meta["table"]].extend(
-                pq.read_table(root / meta["table"] / meta["path"]).to_pylist()
-            )
+        name = meta["table"]
+        if name in rows:
+            path = root / name / meta["path"]
+            rows[name].extend(pq.read_table(path, columns=own_schema(name).names).to_pylist())
     return rows
 
 
