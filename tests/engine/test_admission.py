@@ -158,3 +158,14 @@ def test_a_state_of_version_1_is_read_as_knowing_no_event_ids() -> None:
     state["pubinfo"] = state.pop("producers")  # version 1 to 3 kept one map of publish infos
     state["v"] = 1
     assert engine.loads(engine.dumps(state))["seen"] == {}
+
+
+def test_a_rejected_record_without_an_ingest_time_is_seen_at_no_time() -> None:
+    """A lost Kafka range has no ingest time: its row's ``seen_at`` is null, not the smallest
+    integer (which no timestamp or partition can hold)."""
+    from udfs.parse import parse
+
+    records = parse(["not json", "{}"], ["t/0/5", "t/0/6"], [None, 1_000]).to_pandas()
+    step = engine.advance("c", None, records, engine.EngineConfig())
+    rows = step.tables["quarantine"].to_pylist()
+    assert [(r["origin"], r["seen_at"]) for r in rows] == [("t/0/5", None), ("t/0/6", 1_000)]

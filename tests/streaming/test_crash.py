@@ -141,7 +141,7 @@ def _held(output: Path) -> list[dict[str, Any]]:
     routing tables, keyed as the sink keys them."""
     rows = []
     for name, key in (("broker_decisions", "broker"), ("routing_table", "route")):
-        frame = table(output, name).query("scope == 'cluster'").drop(columns="batch_id")
+        frame = table(output, name).query("scope == 'cluster'")[TABLES[name].names]
         for row in json.loads(frame.to_json(orient="records")):
             what = row["broker_name"] if key == "broker" else row["topic"]
             rows.append({"key": f"{key}/{row['cluster']}/{what}", **row})

@@ -74,6 +74,7 @@ def quarantine_rows(records: pd.DataFrame, code: Any, reason: Any) -> pd.DataFra
             "origin": records["origin"].to_numpy(),
             "reason_code": np.asarray(code, dtype=object) if not isinstance(code, str) else code,
             "reason": np.asarray(reason, dtype=object),
-            "seen_at": records["ingest_ms"].to_numpy(np.int64),
+            # nullable: a record without an ingest time (a lost Kafka range) has none
+            "seen_at": records["ingest_ms"].astype("Int64"),
         }
     )
