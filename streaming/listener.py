@@ -81,9 +81,7 @@ class BatchProgress(StreamingQueryListener):
         pass
 
     def onQueryProgress(self, event: Any) -> None:
-        progress = event.progress
-        text = progress.json() if callable(progress.json) else progress.json
-        row = progress_row(json.loads(text))
+        row = progress_row(json.loads(event.progress.json))
         print(progress_line(row), file=self.out, flush=True)
         with self._lock:
             self._rows.append(row)

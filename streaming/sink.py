@@ -142,9 +142,13 @@ def stored(name: str, data: pa.Table) -> pa.Table:
     other than the job's (``write_deltalake``): with their timestamps and partition column."""
     data = with_timestamps(name, data)
     if name in TIME_COLUMNS:
-        days = data[TIME_COLUMNS[name]].cast(pa.timestamp("ms")).cast(pa.date32())
-        data = data.append_column(PARTITION, days)
+        data = data.append_column(PARTITION, _days(name, data))
     return data.select(table_schema(name).names)
+
+
+def _days(name: str, data: pa.Table) -> pa.ChunkedArray:
+    """The partition value of each row: the UTC date of the table's time column."""
+    return data[TIME_COLUMNS[name]].cast(pa.timestamp("ms")).cast(pa.date32())
 
 
 def write_file(
@@ -155,17 +159,16 @@ def write_file(
     the driver's commit."""
     data = data.append_column("batch_id", pa.array(np.full(len(data), batch_id, dtype=np.int64)))
     data = with_timestamps(name, data)
-    split = partitioned and name in TIME_COLUMNS
     parts: list[tuple[str | None, pa.Table]] = [(None, data)]
-    if split:
-        days = data[TIME_COLUMNS[name]].cast(pa.timestamp("ms")).cast(pa.date32())
+    if partitioned and name in TIME_COLUMNS:
+        days = _days(name, data)
         parts = [
-            (None if day.as_py() is None else str(day), data.filter(_same_day(days, day)))
+            (str(day) if day.is_valid else NULL_PART, data.filter(_same_day(days, day)))
             for day in pc.unique(days)
         ]
     metas = []
     for day, rows in parts:
-        folder = f"{PARTITION}={day or NULL_PART}/" if split else ""
+        folder = f"{PARTITION}={day}/" if day else ""
         relative = f"{folder}{_prefix(app_id, batch_id)}{uuid.uuid4().hex}.parquet"
         path = root / name / relative
         with writing(root / name):
@@ -178,7 +181,7 @@ def write_file(
                 "size": path.stat().st_size,
                 "records": len(rows),
                 "stats": file_stats(rows),
-                "partition": (day or NULL_PART) if split else None,
+                "partition": day,
             }
         )
     return metas
@@ -190,7 +193,7 @@ time), as Hive and Delta name it."""
 
 
 def _same_day(days: pa.ChunkedArray, day: pa.Scalar) -> pa.ChunkedArray:
-    if day.as_py() is None:
+    if not day.is_valid:
         return pc.is_null(days)
     return pc.fill_null(pc.equal(days, day), False)
 

@@ -83,7 +83,7 @@ class DeltaSpark:
         self._append(writer, name, batch_id)
         for path in paths:
             path.unlink(missing_ok=True)
-        return True
+        return True  # Delta Lake skips a batch it has by itself, without saying so
 
     def row(self, row: dict[str, Any], batch_id: int) -> None:
         from pyspark.sql.pandas.types import from_arrow_schema

@@ -52,3 +52,19 @@ def test_filters_on_any_column_find_the_rows_of_committed_files(tmp_path: Path) 
         ("cluster", "C", 3),
     ]:
         assert dataset.to_table(filter=ds.field(column) == value).num_rows == expected, column
+
+
+def test_rows_without_a_time_go_to_the_null_partition_and_read_back(tmp_path: Path) -> None:
+    """A quarantined record without an ingest time (a lost Kafka range) has no day."""
+    sink.create_tables(tmp_path)
+    rows = [
+        {"raw": None, "origin": "t/0/0-9", "reason_code": "DATA_LOSS", "seen_at": None},
+        {"raw": "x", "origin": "f:1", "reason_code": "MALFORMED_JSON", "seen_at": 86_400_000},
+    ]
+    frame = pa.Table.from_pylist(rows, schema=sink.TABLES["quarantine"])
+    metas = sink.write_file(tmp_path, "quarantine", frame, 0, "app")
+    assert sorted(m["partition"] for m in metas) == ["1970-01-02", sink.NULL_PART]
+    sink.commit_batch(tmp_path, 0, metas, "app", write_ms=0)
+    got = DeltaTable(str(tmp_path / "quarantine")).to_pyarrow_table()
+    days = dict(zip(got["origin"].to_pylist(), got[sink.PARTITION].to_pylist(), strict=True))
+    assert {k: str(v) for k, v in days.items()} == {"t/0/0-9": "None", "f:1": "1970-01-02"}
