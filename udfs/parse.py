@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from udfs.rocketmq import PROFILES, Outcome, SendMode
+from udfs.rocketmq import PROFILES, LocalTransactionState, Outcome, SendMode
 from udfs.schema import EVENTS
 
 MIN_EVENT_TIME = 946_684_800_000  # 2000-01-01
@@ -43,6 +43,9 @@ STRING_FIELDS = (
     "consumer_group",
     "origin_message_id",
     "status",
+    "transaction",
+    "transaction_id",
+    "local_state",
 )
 INT_FIELDS = tuple(
     name
@@ -54,6 +57,8 @@ REQUIRED = {
     "consume_result": ("consumer_group", "topic", "message_id", "status"),
     "route": ("topic", "brokers"),
     "heartbeat": ("broker_name",),
+    "transaction_end": ("transaction_id", "broker_name", "local_state"),
+    "transaction_check": ("transaction_id", "broker_name", "local_state"),
 }
 TYPED_FIELDS = (*STRING_FIELDS, *INT_FIELDS, "event_time", "latency_fault_enable", "brokers")
 """Every field the parser types, in the order a ``WRONG_TYPE`` reason names them."""
@@ -454,6 +459,20 @@ def _validate(
             kind == "consume_result",
             "is not CONSUME_SUCCESS or RECONSUME_LATER",
         ),
+        (
+            "transaction",
+            "UNKNOWN_TRANSACTION",
+            ["PREPARED"],
+            kind == "send_result",
+            "is not PREPARED (a transactional half message)",
+        ),
+        (
+            "local_state",
+            "UNKNOWN_LOCAL_STATE",
+            [s.value for s in LocalTransactionState],
+            np.isin(kind, ["transaction_end", "transaction_check"]),
+            f"is not one of {', '.join(s.value for s in LocalTransactionState)}",
+        ),
     ):
         column = t.column(field)
         known = _np(pc.is_in(column, value_set=pa.array(allowed)), True)
@@ -471,9 +490,26 @@ def _validate(
         & (attempt >= max_attempts)
         | (_np(columns["queue_id"], 0) < 0)
         | (_np(columns["reconsume_times"], 0) < 0)
-        | (_np(columns["redelivery_count"], 0) < 0),
+        | (_np(columns["redelivery_count"], 0) < 0)
+        | (_np(columns["check_immunity_s"], 0) < 0)
+        | (_np(columns["check_times"], 0) < 0),
         "INVALID_VALUE",
-        "attempt, max_attempts, queue_id, reconsume_times or redelivery_count out of range",
+        "attempt, max_attempts, queue_id, reconsume_times, redelivery_count, check_immunity_s or "
+        "check_times out of range",
+    )
+    prepared = (kind == "send_result") & _np(pc.equal(t.column("transaction"), "PREPARED"), False)
+    mode = _np(t.column("mode"), "SYNC").astype(object)
+    check(
+        prepared & (mode != "SYNC"),
+        "INVALID_TRANSACTION",
+        lambda i: (
+            f"a transactional half message is sent SYNC (sendMessageInTransaction), not {mode[i]}"
+        ),
+    )
+    check(
+        prepared & ~present["transaction_id"] & ~present["message_id"],
+        "INVALID_TRANSACTION",
+        "a transactional half message needs a transaction_id or a message_id",
     )
     brokers_json = np.full(n, None, dtype=object)
     invalid_route = np.zeros(n, dtype=bool)

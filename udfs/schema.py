@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-EVENT_KINDS = ("send_result", "consume_result", "route", "heartbeat")
+EVENT_KINDS = (
+    "send_result",
+    "consume_result",
+    "route",
+    "heartbeat",
+    "transaction_end",
+    "transaction_check",
+)
 
 EVENTS = pa.schema(
     [
@@ -35,6 +42,11 @@ EVENTS = pa.schema(
         ("reconsume_times", pa.int32()),
         ("status", pa.string()),
         ("max_reconsume_times", pa.int32()),
+        ("transaction", pa.string()),
+        ("transaction_id", pa.string()),
+        ("check_immunity_s", pa.int32()),
+        ("local_state", pa.string()),
+        ("check_times", pa.int32()),
         ("brokers_json", pa.string()),
         ("raw", pa.string()),
         ("origin", pa.string()),
@@ -183,6 +195,26 @@ TABLES: dict[str, pa.Schema] = {
             *_QUEUED,
         ]
     ),
+    "transactions": pa.schema(
+        [
+            ("cluster", pa.string()),
+            ("transaction_id", pa.string()),
+            ("message_id", pa.string()),
+            ("producer_id", pa.string()),
+            ("producer_group", pa.string()),
+            ("topic", pa.string()),
+            ("broker_name", pa.string()),
+            ("state", pa.string()),
+            ("check_times", pa.int32()),
+            ("effective_at", pa.int64()),
+            ("born_at", pa.int64()),
+            ("next_check_at", pa.int64()),
+            ("cause_event_id", pa.string()),
+            ("reason", pa.string()),
+            ("profile", pa.string()),
+            ("notify", pa.bool_()),
+        ]
+    ),
 }
 """Every table the stateful step and the parser write; each also gets ``batch_id``.
 
@@ -195,7 +227,13 @@ for ``delayed_send``.
 
 ``redeliveries``: a message leaving a delay queue, or going to the DLQ at once
 (``schedule_queue_id`` null, ``delay_level`` 0, ``deliver_at`` = ``store_time``). A producer
-resending a failed message sets ``redelivery_count`` to ``attempt_count``."""
+resending a failed message sets ``redelivery_count`` to ``attempt_count``.
+
+``transactions``: a change of a transactional half message (``udfs.engine._transactions``):
+``state`` is ``PREPARED``, ``COMMIT``, ``ROLLBACK``, ``UNKNOWN``, ``CHECK`` (``check_times``
+counts them), ``DISCARDED``, ``SKIPPED``, ``END_TO_UNAVAILABLE_BROKER`` or ``END_REJECTED``;
+``next_check_at`` is when the broker checks it next (null once it is settled); ``notify`` marks
+the rows the decision topic carries."""
 
 TIME_COLUMNS = {
     "fault_items": "event_time",
@@ -207,6 +245,7 @@ TIME_COLUMNS = {
     "late_events": "event_time",
     "schedule_entries": "store_time",
     "redeliveries": "deliver_at",
+    "transactions": "effective_at",
 }
 """Each table's event-time column (epoch ms). Every file the job writes carries its minimum and
 maximum in the Delta log, so a reader of a time range skips the other files unopened."""
@@ -221,6 +260,7 @@ MILLIS = {
     "late_events": ("event_time", "clock"),
     "schedule_entries": ("store_time", "deliver_at"),
     "redeliveries": ("store_time", "deliver_at"),
+    "transactions": ("effective_at", "born_at", "next_check_at"),
     "batches": ("clock", "committed_at"),
 }
 """Each table's time columns (epoch ms). Each is also stored as ``<column>_ts``, a Delta

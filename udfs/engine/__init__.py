@@ -29,7 +29,8 @@ Stages, each a module, composed in :func:`_apply` (one segment of a batch) in th
    default: isolation cap, latency outliers, recovery probing);
 8. ``_routing_table``: each change of a topic's selectable queues per scope key (``_queues``
    lays out each route once per batch);
-9. ``_delays``: messages into the delay queues and the due ones out.
+9. ``_delays``: messages into the delay queues and the due ones out;
+10. ``_transactions``: half messages, their ends and the brokers' check-backs.
 
 ``_shards`` splits the work of a cluster over keys; ``_output`` types the rows; ``_state`` is the
 versioned JSON state and its codec. Python runs per *decision point* only (a failed attempt
@@ -61,6 +62,7 @@ from udfs.engine._routing import decide
 from udfs.engine._routing_table import publish
 from udfs.engine._shards import WHOLE, Shard
 from udfs.engine._state import STATE_VERSION, Isolation, dumps, isolations, loads, new_state
+from udfs.engine._transactions import transact
 from udfs.rocketmq import Next
 
 __all__ = [
@@ -158,6 +160,8 @@ def _apply(
     tables = {s: o.tables for s, o in opened.items() if o.tables is not None}
     decide(cluster, state, retries, scopes, tables, routes, queues, config, shard, out)
     route = None
+    isolated: dict[str, int] = {}
+    cluster_changes: list[Any] = []
     for o in opened.values():
         changes = settle(cluster, state, o, clock_end, config, out)
         if o.scope == CLUSTER:
@@ -167,6 +171,11 @@ def _apply(
             )
             if config.policies.fault_aware_release:
                 route = release_router(cluster, o, changes[cluster], routes)
+            isolated, cluster_changes = o.isolated(cluster), changes[cluster]
         publish(cluster, state, o, changes, routes, queues, first_event, config, out)
     if shard.lead:
         schedule_batch(cluster, state, events, sends, after, config, out, clock_end, route)
+        transact(
+            cluster, state, events, sends, isolated, cluster_changes, routes, clock_end, config,
+            out,
+        )  # fmt: skip

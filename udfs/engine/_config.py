@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from udfs.rocketmq import PROFILES, Profile
+from udfs.rocketmq import PROFILES, Profile, TransactionConfig, transaction_config
 from udfs.schedule import DelayPolicy
 
 CLUSTER = "cluster"
@@ -53,6 +53,17 @@ class Policies:
 
 
 @dataclass(frozen=True)
+class BrokerTransactions:
+    """The brokers' transaction settings where they differ from their version's defaults
+    (:func:`udfs.rocketmq.transaction_config`); None keeps the default."""
+
+    timeout_ms: int | None = None
+    check_max: int | None = None
+    check_interval_ms: int | None = None
+    file_reserved_ms: int | None = None
+
+
+@dataclass(frozen=True)
 class EngineConfig:
     """What the state machine needs to know besides the events."""
 
@@ -79,6 +90,7 @@ class EngineConfig:
     """The cluster scope does not take a retry's failure that the send's spent budget explains
     (see :func:`udfs.engine._producers.spent_budget`); the producer scope does, as RocketMQ."""
     policies: Policies = field(default_factory=Policies)
+    transactions: BrokerTransactions = field(default_factory=BrokerTransactions)
 
     def profile(self, name: str) -> Profile:
         return self.profiles[name]
@@ -87,3 +99,14 @@ class EngineConfig:
         """The profile of the brokers a consumer sends back to: the event's ``client_profile``
         (the version of the cluster it talks to) or else ``cluster_profile``."""
         return self.profiles[name if isinstance(name, str) and name else self.cluster_profile]
+
+    def transaction_config(self, profile: Profile) -> TransactionConfig:
+        """The transaction settings of the brokers of ``profile``'s version."""
+        t = self.transactions
+        return transaction_config(
+            profile,
+            timeout_ms=t.timeout_ms,
+            check_max=t.check_max,
+            check_interval_ms=t.check_interval_ms,
+            file_reserved_ms=t.file_reserved_ms,
+        )

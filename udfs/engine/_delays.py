@@ -31,8 +31,11 @@ def schedule_batch(
     schedule = Schedule(
         cluster, state.setdefault("schedule", {}), config.delays, config.broker_profile
     )
-    schedule.send_failures(sends[after == Next.FAIL])
-    delayed = (after == Next.RETURN) & (sends["delay_level"].fillna(0).to_numpy() > 0)
+    # a half message is never delayed (the client clears DELAY) nor redelivered: a failed one
+    # ends sendMessageInTransaction before its local transaction runs
+    half = (sends["transaction"] == "PREPARED").to_numpy(bool)
+    schedule.send_failures(sends[(after == Next.FAIL) & ~half])
+    delayed = (after == Next.RETURN) & ~half & (sends["delay_level"].fillna(0).to_numpy() > 0)
     schedule.delayed_sends(sends[delayed])
     retry = (events["kind"] == "consume_result") & (events["status"] == "RECONSUME_LATER")
     schedule.consume_retries(events[retry])

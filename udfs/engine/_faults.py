@@ -28,6 +28,14 @@ class Opened:
     """Per key, the brokers isolated (until when) at the segment's start, where the policies
     (``_policies``) decide that rather than the FaultTable's pending items."""
 
+    def isolated(self, key: str) -> dict[str, int]:
+        """The brokers ``key``'s table isolates at the segment's start, until when (a new
+        dict)."""
+        isolated = self.isolated_at_start.get(key)
+        if isolated is not None:
+            return dict(isolated)
+        return {it[0]: it[2] for it in self.items_at_start.get(key, ()) if it[5]}
+
 
 def open_tables(
     cluster: str, state: dict[str, Any], scope: str, sends: pd.DataFrame, config: EngineConfig

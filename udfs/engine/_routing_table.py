@@ -48,9 +48,7 @@ def publish(
         else:
             points += [(t, 1, e, 2, tp) for tp, (t, e) in opened.new_topics.get(key, {}).items()]
         points.sort(key=lambda p: (p[0], p[1], p[2], p[3]))
-        isolated = opened.isolated_at_start.get(key)
-        if isolated is None:
-            isolated = {it[0]: it[2] for it in opened.items_at_start.get(key, ()) if it[5]}
+        isolated = opened.isolated(key)
         out.rows(
             "routing_table",
             _rows(cluster, state, scope, key, points, isolated, routes.at_start, queues),

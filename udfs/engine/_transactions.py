@@ -1,0 +1,364 @@
+"""Transactional messages: half messages waiting for their end, the broker's check-backs on the
+cluster's clock, and ends sent to a broker that cannot take them (:mod:`udfs.rocketmq` has the
+rules).
+
+A ``send_result`` with ``transaction: PREPARED`` that stored its message (``SEND_OK``, or a
+status that rolls back at once) leaves a half message on its broker. It waits in the state until
+a ``transaction_end`` commits or rolls it back, a check's answer does, or the broker discards it
+(checked ``transactionCheckMax`` times) or skips it (older than ``fileReservedTime``): a waiting
+half message is one small entry, and each ends in one of those ways, so the state stays bounded.
+The check service's wakes fire when the clock reaches them, before any event at their time, like
+an isolation's end.
+
+An end is sent one-way to the broker that stored the half message, so it cannot be routed
+around an isolation: one sent while the cluster scope isolates that broker, or while the broker
+is out of the topic's route, is likely lost (``END_TO_UNAVAILABLE_BROKER``) and the message
+waits for a check. A ``transaction_check`` reports a check the producer got and its answer; its
+``check_times`` (the message's ``TRANSACTION_CHECK_TIMES``) corrects faultline's count, which runs
+ahead while a broker is down (faultline cannot see a broker's restart).
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import astuple, dataclass, fields
+from typing import Any
+
+import pandas as pd
+
+from udfs.engine._config import EngineConfig
+from udfs.engine._nameserver import RouteTimeline
+from udfs.engine._output import Out
+from udfs.engine._tables import Change
+from udfs.rocketmq import (
+    CHECK_MAX_TIME_TOPIC,
+    LocalTransactionState,
+    Outcome,
+    Pass,
+    TransactionConfig,
+    check_pass,
+    end_rejected,
+    next_check,
+    next_wake,
+)
+
+PREPARED, COMMIT, ROLLBACK, UNKNOWN, CHECK = "PREPARED", "COMMIT", "ROLLBACK", "UNKNOWN", "CHECK"
+DISCARDED, SKIPPED = "DISCARDED", "SKIPPED"
+END_TO_UNAVAILABLE_BROKER, END_REJECTED = "END_TO_UNAVAILABLE_BROKER", "END_REJECTED"
+NOTIFIED = frozenset({END_TO_UNAVAILABLE_BROKER, END_REJECTED, DISCARDED, SKIPPED})
+"""The states a producer must act on: they go to the decision topic (and so does the state that
+later settles such a transaction)."""
+_ANSWER = {
+    LocalTransactionState.COMMIT_MESSAGE: COMMIT,
+    LocalTransactionState.ROLLBACK_MESSAGE: ROLLBACK,
+    LocalTransactionState.UNKNOW: UNKNOWN,
+}
+_STORED = frozenset(o.value for o in Outcome if o.returned)
+"""The outcomes after which the broker holds the half message."""
+
+
+@dataclass
+class Half:
+    """A half message waiting on its broker, as the state keeps it (a list in field order)."""
+
+    broker: str
+    topic: str
+    group: str
+    producer: str
+    message_id: str
+    born: int
+    stored: int
+    profile: str
+    immunity_ms: int | None
+    checks: int = 0
+    """``TRANSACTION_CHECK_TIMES``: wakes that checked it or re-appended it under its immunity."""
+    copied: bool = False
+    """A check re-appended a copy, which a late first-phase end does not reach."""
+    ended: str | None = None
+    """A first-phase end the broker applied to the original while a check's copy waits."""
+    notified: bool = False
+    wake: int = 0
+    """Its next wake."""
+
+
+_WAKE, _STORED_AT = (next(i for i, f in enumerate(fields(Half)) if f.name == n)
+                     for n in ("wake", "stored"))  # fmt: skip
+
+
+def transact(
+    cluster: str,
+    state: dict[str, Any],
+    events: pd.DataFrame,
+    sends: pd.DataFrame,
+    isolated: dict[str, int],
+    changes: list[Change],
+    routes: RouteTimeline,
+    clock_end: int,
+    config: EngineConfig,
+    out: Out,
+) -> None:
+    """The segment's transaction rows, in event-time order, and the wakes up to ``clock_end``.
+    ``isolated`` and ``changes`` are the cluster scope's isolations at the segment's start and
+    its availability changes during it (empty without the cluster scope)."""
+    store: dict[str, list[Any]] = state.setdefault("transactions", {})
+    kinds = events["kind"].to_numpy(object)
+    ends = events[(kinds == "transaction_end") | (kinds == "transaction_check")]
+    halves = sends[
+        (sends["transaction"] == "PREPARED").to_numpy(bool)
+        & sends["outcome"].isin(_STORED).to_numpy(bool)
+    ]
+    due = state.get("transactions_due")
+    if not len(ends) and not len(halves) and (due is None or due > clock_end):
+        return
+    run = _Run(cluster, store, isolated, changes, routes, config, out)
+    items = [(int(t), str(e), 0, r) for t, e, r in _rows(halves)]
+    items += [(int(t), str(e), 1, r) for t, e, r in _rows(ends)]
+    items.sort(key=lambda x: (x[0], x[1]))
+    for t, eid, what, row in items:
+        run.wakes(t)
+        run.apply_end(t, eid, row) if what else run.prepare(t, eid, row)
+    run.wakes(clock_end)
+    run.save()
+    state["transactions_due"] = min((h[_WAKE] for h in store.values()), default=None)
+
+
+def _rows(frame: pd.DataFrame) -> list[tuple[Any, Any, Any]]:
+    return list(zip(frame["event_time"], frame["event_id"], frame.itertuples(index=False),
+                    strict=True))  # fmt: skip
+
+
+class _Run:
+    """One segment's transactions: the half messages touched, and the wakes due, in a heap."""
+
+    def __init__(
+        self,
+        cluster: str,
+        store: dict[str, list[Any]],
+        isolated: dict[str, int],
+        changes: list[Change],
+        routes: RouteTimeline,
+        config: EngineConfig,
+        out: Out,
+    ) -> None:
+        self.cluster, self.store, self.routes, self.config, self.out = (
+            cluster,
+            store,
+            routes,
+            config,
+            out,
+        )
+        self.isolated = isolated
+        self.changes = sorted(changes, key=lambda c: (c[0], c[1], c[2] or ""))
+        self.applied = 0
+        self.halves: dict[str, Half] = {}
+        self.heap = [(h[_WAKE], h[_STORED_AT], tx) for tx, h in store.items()]
+        heapq.heapify(self.heap)
+        self.rows: list[dict[str, Any]] = []
+
+    def half(self, tx: str) -> Half | None:
+        if tx not in self.halves and tx in self.store:
+            self.halves[tx] = Half(*self.store[tx])
+        return self.halves.get(tx)
+
+    def settings(self, h: Half) -> TransactionConfig:
+        return self.config.transaction_config(self.config.profiles[h.profile])
+
+    def save(self) -> None:
+        for tx, h in self.halves.items():
+            if tx in self.store:
+                self.store[tx] = list(astuple(h))
+        self.out.rows("transactions", self.rows)
+
+    def wakes(self, until: int) -> None:
+        """Every wake up to ``until`` (inclusive: a wake comes before the events at its time)."""
+        while self.heap and self.heap[0][0] <= until:
+            wake, _, tx = heapq.heappop(self.heap)
+            h = self.half(tx)
+            if h is None or h.wake != wake:
+                continue  # ended, or its wake moved
+            c = self.settings(h)
+            done = check_pass(c, wake, h.born, h.stored, h.checks, h.immunity_ms)
+            if done in (Pass.DISCARD, Pass.SKIP):
+                why = (
+                    f"checked {h.checks} times (transactionCheckMax {c.check_max}): discarded to "
+                    f"{CHECK_MAX_TIME_TOPIC}, never committed"
+                    if done is Pass.DISCARD
+                    else f"older than the store's fileReservedTime ({c.file_reserved_ms} ms): "
+                    "skipped without a check, never committed"
+                )
+                self.row(tx, h, DISCARDED if done is Pass.DISCARD else SKIPPED, wake, None, why)
+                self.drop(tx)
+                continue
+            if done is not Pass.NOT_YET:
+                h.checks += 1
+            h.wake = wake + c.check_interval_ms
+            heapq.heappush(self.heap, (h.wake, h.stored, tx))
+            if done is Pass.CHECK:
+                h.copied = True
+                self.row(
+                    tx, h, CHECK, wake, None,
+                    f"no end {wake - h.born} ms after its birth (transactionTimeOut "
+                    f"{c.timeout_ms} ms): check {h.checks} of {c.checks()}",
+                )  # fmt: skip
+
+    def prepare(self, t: int, eid: str, r: Any) -> None:
+        tx = _text(r.transaction_id) or str(r.message_id)
+        profile = self.config.broker_profile(r.client_profile)
+        c = self.config.transaction_config(profile)
+        immunity = None if pd.isna(r.check_immunity_s) else int(r.check_immunity_s) * 1000
+        h = Half(
+            str(r.broker_name),
+            str(r.topic),
+            _text(r.producer_group) or "DEFAULT_PRODUCER",
+            str(r.producer_id),
+            _text(r.message_id) or tx,
+            t - int(r.latency_ms),
+            t,
+            profile.name,
+            immunity,
+        )
+        h.wake = next_wake(c, t)
+        self.halves[tx] = h
+        self.store[tx] = []  # filled by save
+        heapq.heappush(self.heap, (h.wake, h.stored, tx))
+        why = f"half message stored on {h.broker}: waits for its end"
+        if r.outcome != Outcome.SEND_OK:
+            why += (
+                f"; after {r.outcome} the producer rolls back without running its local transaction"
+            )
+        self.row(tx, h, PREPARED, t, eid, why)
+
+    def apply_end(self, t: int, eid: str, r: Any) -> None:
+        tx = str(r.transaction_id)
+        answer = _ANSWER[LocalTransactionState(r.local_state)]
+        h = self.half(tx)
+        broker = str(r.broker_name)
+        if r.kind == "transaction_check":
+            self.answer(tx, h, answer, broker, t, eid, r)
+            return
+        if h is None:
+            h = self.orphan(r, broker, t)
+            self.row(tx, h, answer, t, eid, "end of a half message faultline does not hold",
+                     done=True)  # fmt: skip
+            return
+        away = self.unavailable(broker, h.topic, t, eid)
+        c = self.settings(h)
+        if away is not None:
+            self.row(
+                tx, h, END_TO_UNAVAILABLE_BROKER, t, eid,
+                f"{answer} sent one-way to {broker}, {away}: likely lost; the broker checks back",
+            )  # fmt: skip
+        elif answer != UNKNOWN and end_rejected(c, t, h.born, h.immunity_ms):
+            self.row(
+                tx, h, END_REJECTED, t, eid,
+                f"{answer} {t - h.born} ms after its birth, later than its check immunity: "
+                "refused (604, rejectCommitOrRollback); the broker checks back",
+            )  # fmt: skip
+        elif answer == UNKNOWN:
+            self.row(
+                tx, h, UNKNOWN, t, eid, "UNKNOW: the broker ignores it (NOT_TYPE) and checks back"
+            )
+        elif h.copied and c.copy_checked_after_end:
+            h.ended = answer
+            self.row(
+                tx, h, answer, t, eid,
+                f"{answer} reaches the half message, not the copy check {h.checks} re-appended: "
+                "the copy is checked again (answering COMMIT stores the message twice)",
+            )  # fmt: skip
+        else:
+            self.row(tx, h, answer, t, eid, f"{answer} by the producer's end", done=True)
+            self.drop(tx)
+
+    def answer(
+        self, tx: str, h: Half | None, answer: str, broker: str, t: int, eid: str, r: Any
+    ) -> None:
+        """A producer's answer to a check: one-way to the broker that asked, whose address it
+        has from the request, so it is not routed; COMMIT and ROLLBACK end the message."""
+        if h is None:
+            h = self.orphan(r, broker, t)
+            h.checks = 0 if pd.isna(r.check_times) else int(r.check_times)
+            why = "answer to a check of a half message faultline does not hold (stored "
+            self.row(tx, h, answer, t, eid, why + "before its window, or ended)", done=True)
+            return
+        if not pd.isna(r.check_times):
+            h.checks = int(r.check_times)
+        why = f"answer to check {h.checks} from {broker}"
+        if answer == UNKNOWN:
+            self.row(tx, h, UNKNOWN, t, eid, why + ": UNKNOW, checked again")
+            return
+        if h.ended is not None and answer == COMMIT:
+            stored = "stored twice" if h.ended == COMMIT else "stored after all"
+            why += f" (its first-phase {h.ended} reached the original already: {stored})"
+        self.row(tx, h, answer, t, eid, why, done=True)
+        self.drop(tx)
+
+    def orphan(self, r: Any, broker: str, t: int) -> Half:
+        profile = self.config.broker_profile(r.client_profile).name
+        return Half(broker, _text(r.topic), _text(r.producer_group), _text(r.producer_id),
+                    _text(r.message_id), t, t, profile, None)  # fmt: skip
+
+    def drop(self, tx: str) -> None:
+        self.store.pop(tx, None)
+        self.halves.pop(tx, None)
+
+    def unavailable(self, broker: str, topic: str, t: int, eid: str) -> str | None:
+        """Why an end sent to ``broker`` at ``(t, eid)`` cannot reach it, or None."""
+        while self.applied < len(self.changes):
+            at, order, cause, b, decision, until = self.changes[self.applied]
+            if (at, order, cause) >= (t, 1, eid):
+                break
+            if decision == "RESTORE" or until is None:
+                self.isolated.pop(b, None)
+            else:
+                self.isolated[b] = until
+            self.applied += 1
+        until = self.isolated.get(broker)
+        if until is not None and until > t:
+            return f"which the cluster isolates until {until}"
+        route = self.routes.at(t, eid).get(topic)
+        if route is not None and all(b != broker for b, _, _ in route):
+            return f"which is not in {topic}'s route (no address: the end goes to a NameServer)"
+        return None
+
+    def row(
+        self,
+        tx: str,
+        h: Half,
+        what: str,
+        at: int,
+        eid: str | None,
+        why: str,
+        done: bool = False,
+    ) -> None:
+        """One ``transactions`` row; the predicted next check unless the message is done."""
+        settled = done or what in (DISCARDED, SKIPPED)
+        notify = what in NOTIFIED or (settled and h.notified)
+        h.notified = h.notified or notify
+        upcoming = None
+        if not settled:
+            c = self.settings(h)
+            upcoming = next_check(c, at, h.born, h.stored, h.checks, h.immunity_ms)[0]
+        self.rows.append(
+            {
+                "cluster": self.cluster,
+                "transaction_id": tx,
+                "message_id": h.message_id,
+                "producer_id": h.producer,
+                "producer_group": h.group,
+                "topic": h.topic,
+                "broker_name": h.broker,
+                "state": what,
+                "check_times": h.checks,
+                "effective_at": at,
+                "born_at": h.born,
+                "next_check_at": upcoming,
+                "cause_event_id": eid,
+                "reason": why,
+                "profile": h.profile,
+                "notify": notify,
+            }
+        )
+
+
+def _text(value: Any) -> str:
+    return "" if value is None or (isinstance(value, float) and pd.isna(value)) else str(value)
