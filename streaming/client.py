@@ -2,7 +2,8 @@
 
 faultline publishes the cluster scope's decisions to a compacted topic (``faultline.decisions``):
 key ``broker/<cluster>/<broker>``, the latest decision for that broker, with ``state``
-(``ISOLATED``, ``AVAILABLE``, ``PROBING`` or ``OUT_OF_ROUTE``) and ``available_from``.
+(``ISOLATED``, ``AVAILABLE``, ``PROBING`` or ``OUT_OF_ROUTE``) and ``available_from``; key
+``transaction/<cluster>/<id>``, a transactional message its producer must act on.
 :class:`DecisionView` holds them and answers :meth:`~DecisionView.is_available`; :func:`pick`
 chooses a queue the way a RocketMQ ``MessageQueueSelector`` would, from the queues the producer
 has, skipping the brokers faultline isolates. Neither touches Kafka: :class:`DecisionClient`
@@ -167,8 +168,14 @@ class DecisionClient:
         bootstrap: str,
         topic: str,
         options: dict[str, str] | None = None,
+        on_transaction: Callable[[dict[str, Any]], None] | None = None,
     ):
+        """``on_transaction`` gets each ``transactions`` row the topic carries (key
+        ``transaction/<cluster>/<id>``): an end likely lost, a message discarded, and what
+        settled it later; it runs on the client's thread."""
         from confluent_kafka import Consumer
+
+        self.on_transaction = on_transaction
 
         self.view = DecisionView()
         self.topic = topic
@@ -196,7 +203,12 @@ class DecisionClient:
         for message in self._consumer.consume(num_messages=1000, timeout=timeout):
             value = message.value()
             key = (message.key() or b"").decode()
-            if message.error() is not None or value is None or not key.startswith("broker/"):
+            if message.error() is not None or value is None:
+                continue
+            if key.startswith("transaction/") and self.on_transaction is not None:
+                self.on_transaction(json.loads(value))
+                applied += 1
+            if not key.startswith("broker/"):
                 continue
             with self._lock:
                 self.view.apply(json.loads(value), int(time.time() * 1000))

@@ -53,7 +53,7 @@ class Progress:
 
 
 def engine_config(config: JobConfig) -> engine.EngineConfig:
-    rules = config.policies
+    rules, tx = config.policies, config.transactions
     routes = {
         topic: tuple((b.broker_name, b.write_queue_nums, b.perm) for b in brokers)
         for topic, brokers in config.static_routes.items()
@@ -82,6 +82,12 @@ def engine_config(config: JobConfig) -> engine.EngineConfig:
             probe_max_ms=rules.recovery_probe_max,
             fault_aware_release=rules.fault_aware_release,
             report_queue_swaps=rules.report_queue_swaps,
+        ),
+        transactions=engine.BrokerTransactions(
+            timeout_ms=tx.transaction_timeout,
+            check_max=tx.check_max,
+            check_interval_ms=tx.check_interval,
+            file_reserved_ms=tx.file_reserved_time,
         ),
     )
 
@@ -726,6 +732,23 @@ def _print_delay_queues(output: Path, out: TextIO) -> None:
         print("  none", file=out)
 
 
+def transaction_states(output: Path) -> dict[str, int]:
+    """Rows per state of ``transactions``, and ``WAITING``: transactions whose latest row leaves
+    them waiting for an end or a check."""
+    from deltalake import DeltaTable
+
+    rows = DeltaTable(str(output / "transactions")).to_pandas(
+        columns=["cluster", "transaction_id", "state", "effective_at", "next_check_at"]
+    )
+    counts = {str(k): int(v) for k, v in rows["state"].value_counts().sort_index().items()}
+    settled = rows["next_check_at"].isna().rename("settled")
+    latest = rows.assign(settled=settled).sort_values(["effective_at", "settled"], kind="stable")
+    latest = latest.groupby(["cluster", "transaction_id"]).tail(1)
+    if len(rows):
+        counts["WAITING"] = int(latest["next_check_at"].notna().sum())
+    return counts
+
+
 def _print_summary(output: Path, progress: Progress, out: TextIO) -> None:
     elapsed = time.time() - progress.started
     windows = isolation_windows(output)
@@ -745,6 +768,12 @@ def _print_summary(output: Path, progress: Progress, out: TextIO) -> None:
     if not per_broker:
         print("  none", file=out)
     _print_delay_queues(output, out)
+    print("\ntransactions: rows per state (WAITING: transactions not settled)", file=out)
+    states = transaction_states(output)
+    for state, count in states.items():
+        print(f"  {state:<26} {count:>8}", file=out)
+    if not states:
+        print("  none", file=out)
     print("\nrows per table:", file=out)
     for name, count in table_counts(output).items():
         print(f"  {name:<20} {count:>9}  {output / name}", file=out)

@@ -424,7 +424,7 @@ def read_rows(
     return rows
 
 
-PUBLISHED = ("broker_decisions", "routing_table", "redeliveries")
+PUBLISHED = ("broker_decisions", "routing_table", "redeliveries", "transactions")
 """The tables whose rows :func:`publish_batch` sends."""
 
 
@@ -439,7 +439,8 @@ def publish_batch(
 ) -> int:
     """Driver side, before :func:`commit_batch`: the cluster scope's broker decisions and routing
     tables to ``decisions_topic`` (compacted; keys ``broker/<cluster>/<broker>`` and
-    ``route/<cluster>/<topic>``, so the latest message per key is the current state), and the
+    ``route/<cluster>/<topic>``, so the latest message per key is the current state), the
+    transactions a producer must act on (``notify``; key ``transaction/<cluster>/<id>``), and the
     redeliveries onto their ``kafka_topic`` (key: the message id). A probation's message carries
     ``probe_share`` (recovery probing). Waits while Kafka does not answer
     (:meth:`streaming.kafka.Publisher.deliver`); raises when a message cannot be delivered, so the
@@ -457,6 +458,10 @@ def publish_batch(
         tables = [r for r in rows["routing_table"] if r["scope"] == "cluster"]
         for r in sorted(tables, key=lambda r: r["effective_at"]):
             messages.append((decisions_topic, json.dumps(r), f"route/{r['cluster']}/{r['topic']}"))
+        for r in sorted(rows["transactions"], key=lambda r: r["effective_at"]):
+            if r["notify"]:
+                key = f"transaction/{r['cluster']}/{r['transaction_id']}"
+                messages.append((decisions_topic, json.dumps(r), key))
     for r in rows["redeliveries"]:
         messages.append((r["kafka_topic"], json.dumps(r), r["message_id"]))
     return int(publisher.deliver(messages))

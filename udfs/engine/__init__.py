@@ -50,7 +50,14 @@ import pandas as pd
 import pyarrow as pa
 
 from udfs.engine._admission import admit, arrival_order, next_steps, quarantine, with_defaults
-from udfs.engine._config import CLUSTER, PRODUCER, SCOPES, EngineConfig, Policies
+from udfs.engine._config import (
+    CLUSTER,
+    PRODUCER,
+    SCOPES,
+    BrokerTransactions,
+    EngineConfig,
+    Policies,
+)
 from udfs.engine._delays import schedule_batch
 from udfs.engine._faults import open_tables, settle
 from udfs.engine._nameserver import follow
@@ -71,6 +78,7 @@ __all__ = [
     "SCOPES",
     "STATE_VERSION",
     "WHOLE",
+    "BrokerTransactions",
     "EngineConfig",
     "Isolation",
     "Policies",

@@ -113,7 +113,7 @@ def transact(
     run = _Run(cluster, store, isolated, changes, routes, config, out)
     items = [(int(t), str(e), 0, r) for t, e, r in _rows(halves)]
     items += [(int(t), str(e), 1, r) for t, e, r in _rows(ends)]
-    items.sort(key=lambda x: (x[0], x[1]))
+    items.sort(key=lambda x: (x[0], x[2], x[1]))  # at one instant, a send before any end
     for t, eid, what, row in items:
         run.wakes(t)
         run.apply_end(t, eid, row) if what else run.prepare(t, eid, row)

@@ -1,0 +1,275 @@
+"""Transactional messages in the engine: half messages, ends, check-backs on the cluster's clock
+(4.9 brokers: a wake every 60 s on the epoch's minute grid; T0 is on it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from tests.engine.conftest import T0, beat, frame, send
+from udfs import engine
+from udfs.parse import parse
+
+MIN = 60_000
+
+
+def half(eid: str, t: int, broker: str, **kw: Any) -> dict[str, Any]:
+    return send(eid, t, broker, transaction="PREPARED", producer_group="pg", **kw)
+
+
+def end(eid: str, t: int, tx: str, broker: str, state: str, **kw: Any) -> dict[str, Any]:
+    return {"kind": "transaction_end", "event_id": eid, "event_time": T0 + t,
+            "transaction_id": tx, "broker_name": broker, "local_state": state, "topic": "T",
+            **kw}  # fmt: skip
+
+
+def check(eid: str, t: int, tx: str, broker: str, state: str, times: int) -> dict[str, Any]:
+    return {**end(eid, t, tx, broker, state), "kind": "transaction_check", "check_times": times}
+
+
+def route(eid: str, t: int, *brokers: str) -> dict[str, Any]:
+    return {"kind": "route", "event_id": eid, "event_time": T0 + t, "topic": "T",
+            "brokers": [{"broker_name": b, "write_queue_nums": 2, "perm": 6} for b in brokers]}  # fmt: skip
+
+
+def run(batches: list[list[dict[str, Any]]], **config: Any) -> list[dict[str, Any]]:
+    """The ``transactions`` rows of the batches, each applied after a JSON round trip of the
+    state, as Spark stores it."""
+    state = None
+    rows: list[dict[str, Any]] = []
+    for batch in batches:
+        step = engine.advance("c", state, frame(batch), engine.EngineConfig(**config))
+        state = engine.loads(engine.dumps(step.state))
+        if "transactions" in step.tables:
+            rows += step.tables["transactions"].to_pylist()
+    return rows
+
+
+def states(rows: list[dict[str, Any]]) -> list[tuple[str, str, int, int]]:
+    """(transaction, state, check_times, effective_at - T0)."""
+    return [(r["transaction_id"], r["state"], r["check_times"], r["effective_at"] - T0)
+            for r in rows]  # fmt: skip
+
+
+def test_unknow_end_is_checked_fifteen_times_then_discarded_whatever_the_batches() -> None:
+    events = [
+        half("s1", 1_000, "a", latency=5),
+        end("e1", 1_100, "m-s1", "a", "UNKNOW"),
+        half("s2", 2_000, "b"),
+        end("e2", 2_050, "m-s2", "b", "COMMIT_MESSAGE"),
+        beat("hb", 20 * MIN, "a"),
+    ]
+    rows = run([events])
+    assert states(rows) == [
+        ("m-s1", "PREPARED", 0, 1_000),
+        ("m-s1", "UNKNOWN", 0, 1_100),
+        ("m-s2", "PREPARED", 0, 2_000),
+        ("m-s2", "COMMIT", 0, 2_050),
+        *(("m-s1", "CHECK", k, k * MIN) for k in range(1, 16)),
+        ("m-s1", "DISCARDED", 15, 16 * MIN),
+    ]
+    first = rows[0]
+    assert (first["born_at"], first["next_check_at"], first["producer_group"]) == (
+        T0 + 995,
+        T0 + MIN,
+        "pg",
+    )
+    assert rows[-1]["next_check_at"] is None and rows[-1]["notify"]
+    assert not any(r["notify"] for r in rows[:-1])
+    # one event per batch, and batches that end between and on the wakes: the same rows
+    single = [[e] for e in events[:-1]] + [
+        [beat("hb-a", 3 * MIN, "a")],
+        [beat("hb-b", 7 * MIN + 1, "a")],
+        [events[-1]],
+    ]
+    assert [r for r in run(single) if r["state"] != "HEARTBEAT"] == rows
+
+
+def test_the_state_forgets_settled_and_discarded_half_messages() -> None:
+    events = [half("s1", 1_000, "a"), end("e1", 1_100, "m-s1", "a", "UNKNOW"),
+              half("s2", 2_000, "b")]  # fmt: skip
+    step = engine.advance("c", None, frame(events), engine.EngineConfig())
+    assert sorted(step.state["transactions"]) == ["m-s1", "m-s2"]
+    later = frame([beat("hb", 17 * MIN, "a"), end("e2", 17 * MIN, "m-s3", "a", "COMMIT_MESSAGE")])
+    step = engine.advance("c", step.state, later, engine.EngineConfig())
+    assert step.state["transactions"] == {} and step.state["transactions_due"] is None
+    assert len(engine.dumps(step.state)) < 2_000
+
+
+def test_an_end_to_an_isolated_broker_is_likely_lost_and_the_check_settles_it() -> None:
+    rows = run(
+        [
+            [
+                half("s1", 1_000, "a"),
+                send("f1", 1_500, "a", "REMOTING_EXCEPTION", latency=3_000),  # isolates a
+                end("e1", 1_600, "m-s1", "a", "COMMIT_MESSAGE"),
+                check("k1", MIN + 5, "m-s1", "a", "COMMIT_MESSAGE", 1),
+                beat("hb", 3 * MIN, "a"),
+            ]
+        ]
+    )
+    assert states(rows) == [
+        ("m-s1", "PREPARED", 0, 1_000),
+        ("m-s1", "END_TO_UNAVAILABLE_BROKER", 0, 1_600),
+        ("m-s1", "CHECK", 1, MIN),
+        ("m-s1", "COMMIT", 1, MIN + 5),
+    ]
+    lost = rows[1]
+    assert "isolates until" in lost["reason"] and lost["next_check_at"] == T0 + MIN
+    assert [r["notify"] for r in rows] == [False, True, False, True]
+
+
+def test_an_end_before_the_isolation_reaches_the_broker() -> None:
+    rows = run(
+        [
+            [
+                half("s1", 1_000, "a"),
+                end("e1", 1_400, "m-s1", "a", "COMMIT_MESSAGE"),
+                send("f1", 1_500, "a", "REMOTING_EXCEPTION", latency=3_000),
+                beat("hb", 3 * MIN, "a"),
+            ]
+        ]
+    )
+    assert states(rows) == [("m-s1", "PREPARED", 0, 1_000), ("m-s1", "COMMIT", 0, 1_400)]
+
+
+def test_an_end_to_a_broker_out_of_the_route_is_likely_lost() -> None:
+    rows = run(
+        [
+            [
+                route("r0", 0, "a", "b"),
+                half("s1", 1_000, "a"),
+                route("r1", 1_200, "b"),
+                end("e1", 1_300, "m-s1", "a", "ROLLBACK_MESSAGE"),
+                beat("hb", MIN + 1, "b"),
+            ]
+        ]
+    )
+    assert [r["state"] for r in rows] == ["PREPARED", "END_TO_UNAVAILABLE_BROKER", "CHECK"]
+    assert "not in T's route" in rows[1]["reason"]
+
+
+def test_a_late_end_leaves_the_checks_copy_and_a_commit_answer_stores_it_twice() -> None:
+    rows = run(
+        [
+            [half("s1", 1_000, "a"), beat("hb", MIN + 1, "a")],
+            [end("e1", MIN + 10, "m-s1", "a", "COMMIT_MESSAGE"), beat("hb2", 2 * MIN, "a")],
+            [check("k2", 2 * MIN + 5, "m-s1", "a", "COMMIT_MESSAGE", 2)],
+        ]
+    )
+    assert states(rows) == [
+        ("m-s1", "PREPARED", 0, 1_000),
+        ("m-s1", "CHECK", 1, MIN),
+        ("m-s1", "COMMIT", 1, MIN + 10),
+        ("m-s1", "CHECK", 2, 2 * MIN),
+        ("m-s1", "COMMIT", 2, 2 * MIN + 5),
+    ]
+    assert "the copy is checked again" in rows[2]["reason"]
+    assert "stored twice" in rows[4]["reason"] and rows[4]["next_check_at"] is None
+
+
+def test_a_checks_count_corrects_faultlines() -> None:
+    # the broker was down at faultline's first wake: its first check carries 1, at minute 2
+    rows = run(
+        [
+            [
+                half("s1", 1_000, "a"),
+                beat("hb", 2 * MIN, "a"),
+                check("k1", 2 * MIN + 5, "m-s1", "a", "UNKNOW", 1),
+                beat("hb2", 3 * MIN, "a"),
+            ]
+        ]
+    )
+    assert states(rows)[1:] == [
+        ("m-s1", "CHECK", 1, MIN),
+        ("m-s1", "CHECK", 2, 2 * MIN),
+        ("m-s1", "UNKNOWN", 1, 2 * MIN + 5),
+        ("m-s1", "CHECK", 2, 3 * MIN),
+    ]
+
+
+def test_5x_refuses_an_end_later_than_the_messages_immunity() -> None:
+    five = {"client_profile": "rocketmq-5"}
+    rows = run(
+        [
+            [
+                half("s1", 1_000, "a", check_immunity_s=10, **five),
+                end("e1", 11_100, "m-s1", "a", "COMMIT_MESSAGE"),
+                half("s2", 1_000, "b", check_immunity_s=10, **five),
+                end("e2", 10_900, "m-s2", "b", "COMMIT_MESSAGE"),
+                beat("hb", 45_000, "a"),
+            ]
+        ]
+    )
+    assert [(r["transaction_id"], r["state"]) for r in rows] == [
+        ("m-s1", "PREPARED"),
+        ("m-s2", "PREPARED"),
+        ("m-s2", "COMMIT"),
+        ("m-s1", "END_REJECTED"),
+        ("m-s1", "CHECK"),  # 5.x: a wake every 30 s; at 30 s its age is past the immunity
+    ]
+    assert rows[-1]["effective_at"] == T0 + 30_000 and rows[-1]["profile"] == "rocketmq-5"
+
+
+def test_a_flush_timeout_half_message_waits_for_the_rollback() -> None:
+    rows = run(
+        [
+            [
+                half("s1", 1_000, "a", outcome="FLUSH_DISK_TIMEOUT"),
+                end("e1", 1_000, "m-s1", "a", "ROLLBACK_MESSAGE"),
+            ]
+        ]  # fmt: skip
+    )
+    assert [r["state"] for r in rows] == ["PREPARED", "ROLLBACK"]
+    assert "rolls back without running its local transaction" in rows[0]["reason"]
+
+
+def test_half_messages_are_never_delayed_nor_redelivered() -> None:
+    events = [
+        half("s1", 1_000, "a", delay_level=3),
+        half("s2", 2_000, "a", outcome="REMOTING_EXCEPTION", attempt=2),  # its last attempt
+        send("s3", 3_000, "a", outcome="REMOTING_EXCEPTION", attempt=2),  # a normal message
+    ]
+    step = engine.advance("c", None, frame(events), engine.EngineConfig())
+    assert step.tables["schedule_entries"].column("message_id").to_pylist() == ["m-s3"]
+    assert step.tables["transactions"].column("transaction_id").to_pylist() == ["m-s1"]
+
+
+@pytest.mark.parametrize(
+    ("record", "code"),
+    [
+        ('{"kind":"send_result","transaction":"PREPARED","mode":"ASYNC"}', "INVALID_TRANSACTION"),
+        ('{"kind":"send_result","transaction":"COMMIT"}', "UNKNOWN_TRANSACTION"),
+        (
+            '{"kind":"transaction_end","transaction_id":"x","local_state":"OK"}',
+            "UNKNOWN_LOCAL_STATE",
+        ),  # fmt: skip
+        ('{"kind":"transaction_check","local_state":"UNKNOW"}', "MISSING_FIELD"),
+        (
+            '{"kind":"transaction_check","transaction_id":"x","local_state":"UNKNOW",'
+            '"check_times":-1}',
+            "INVALID_VALUE",
+        ),  # fmt: skip
+    ],
+)
+def test_bad_transaction_records_are_quarantined(record: str, code: str) -> None:
+    base = ('"event_id":"x","event_time":1795255200000,"producer_id":"p","topic":"T",'
+            '"broker_name":"a","outcome":"SEND_OK","latency_ms":1,"message_id":"m",')  # fmt: skip
+    text = "{" + base + record[1:]
+    parsed = parse([text], ["test"], [T0]).to_pandas()
+    assert parsed["reason_code"].tolist() == [code], parsed["reason"].tolist()
+
+
+def test_a_check_of_a_half_message_faultline_does_not_hold() -> None:
+    rows = run([[check("k1", 1_000, "old", "a", "COMMIT_MESSAGE", 4)]])
+    assert states(rows) == [("old", "COMMIT", 4, 1_000)]
+    assert "does not hold" in rows[0]["reason"] and rows[0]["next_check_at"] is None
+
+
+def test_the_transactions_rows_are_typed_by_the_schema() -> None:
+    step = engine.advance("c", None, frame([half("s1", 1_000, "a")]), engine.EngineConfig())
+    table = step.tables["transactions"]
+    assert pd.isna(table.to_pandas()["cause_event_id"]).tolist() == [False]
+    assert table.schema.field("check_times").type.bit_width == 32
