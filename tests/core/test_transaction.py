@@ -148,7 +148,7 @@ def test_the_check_schedule_in_4x_and_5x() -> None:
     assert (wake, what) == (60_000, Pass.CHECK)  # age 6000 = T: 4.x checks
     wake, what = next_check(FIVE, stored, born, stored, 0)
     assert (wake, what) == (90_000, Pass.CHECK)  # 5.x waits at 6000, next wake 30 s later
-    checks, times = 0, []
+    checks, times = 0, list[tuple[int, Pass]]()
     while True:
         wake, what = next_check(FIVE, wake if times else stored, born, stored, checks)
         times.append((wake, what))

@@ -30,8 +30,8 @@ def check(eid: str, t: int, tx: str, broker: str, state: str, times: int) -> dic
 
 
 def route(eid: str, t: int, *brokers: str) -> dict[str, Any]:
-    return {"kind": "route", "event_id": eid, "event_time": T0 + t, "topic": "T",
-            "brokers": [{"broker_name": b, "write_queue_nums": 2, "perm": 6} for b in brokers]}  # fmt: skip
+    listed = [{"broker_name": b, "write_queue_nums": 2, "perm": 6} for b in brokers]
+    return {"kind": "route", "event_id": eid, "event_time": T0 + t, "topic": "T", "brokers": listed}
 
 
 def run(batches: list[list[dict[str, Any]]], **config: Any) -> list[dict[str, Any]]:
@@ -220,7 +220,7 @@ def test_a_flush_timeout_half_message_waits_for_the_rollback() -> None:
                 half("s1", 1_000, "a", outcome="FLUSH_DISK_TIMEOUT"),
                 end("e1", 1_000, "m-s1", "a", "ROLLBACK_MESSAGE"),
             ]
-        ]  # fmt: skip
+        ]
     )
     assert [r["state"] for r in rows] == ["PREPARED", "ROLLBACK"]
     assert "rolls back without running its local transaction" in rows[0]["reason"]
@@ -245,18 +245,20 @@ def test_half_messages_are_never_delayed_nor_redelivered() -> None:
         (
             '{"kind":"transaction_end","transaction_id":"x","local_state":"OK"}',
             "UNKNOWN_LOCAL_STATE",
-        ),  # fmt: skip
+        ),
         ('{"kind":"transaction_check","local_state":"UNKNOW"}', "MISSING_FIELD"),
         (
             '{"kind":"transaction_check","transaction_id":"x","local_state":"UNKNOW",'
             '"check_times":-1}',
             "INVALID_VALUE",
-        ),  # fmt: skip
+        ),
     ],
 )
 def test_bad_transaction_records_are_quarantined(record: str, code: str) -> None:
-    base = ('"event_id":"x","event_time":1795255200000,"producer_id":"p","topic":"T",'
-            '"broker_name":"a","outcome":"SEND_OK","latency_ms":1,"message_id":"m",')  # fmt: skip
+    base = (
+        '"event_id":"x","event_time":1795255200000,"producer_id":"p","topic":"T",'
+        '"broker_name":"a","outcome":"SEND_OK","latency_ms":1,"message_id":"m",'
+    )
     text = "{" + base + record[1:]
     parsed = parse([text], ["test"], [T0]).to_pandas()
     assert parsed["reason_code"].tolist() == [code], parsed["reason"].tolist()
