@@ -21,6 +21,7 @@ from pydantic import (
     NonNegativeInt,
     PositiveInt,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -99,12 +100,69 @@ class TopicSpec(_Strict):
     brokers: list[str]
 
 
+def _span(value: Any) -> Any:
+    if isinstance(value, (str, int)) and not isinstance(value, bool):
+        return (value, value)
+    return value
+
+
+Span = Annotated[tuple[Duration, Duration], BeforeValidator(_span)]
+"""A duration, or ``[low, high]``: drawn uniformly, in whole ms, each time."""
+Fraction = Annotated[float, Field(ge=0, le=1)]
+SHORTEST_CHECK_INTERVAL = 30_000
+"""5.x brokers' ``transactionCheckInterval``, the shorter of the two lines'."""
+
+
+class TransactionSpec(_Strict):
+    """A transactional producer (``sendMessageInTransaction``): each message is a half message,
+    its local transaction decides the end, and it answers the brokers' check-backs."""
+
+    commit: Fraction = 1.0
+    """Share of local transactions that return ``COMMIT_MESSAGE``."""
+    rollback: Fraction = 0.0
+    """... ``ROLLBACK_MESSAGE``."""
+    unknown: Fraction = 0.0
+    """... ``UNKNOW``: the end leaves the half message waiting for a check."""
+    local_ms: Span = (10, 100)
+    """How long the local transaction runs (the send call waits for it)."""
+    unknown_answers: NonNegativeInt = 1
+    """A message whose local transaction returned ``UNKNOW`` is answered ``UNKNOW`` this many
+    times, then ``COMMIT_MESSAGE``."""
+    never_every: NonNegativeInt = 0
+    """Every n-th such message is answered ``UNKNOW`` for ever (the broker discards it); 0:
+    none."""
+    answer_ms: Span = (1, 20)
+    """From a check's wake to the producer's answer at the broker."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TransactionSpec:
+        total = self.commit + self.rollback + self.unknown
+        if abs(total - 1) > 1e-9:
+            raise ValueError(
+                f"commit + rollback + unknown must add up to 1, not {total:g} "
+                f"({self.commit:g} + {self.rollback:g} + {self.unknown:g})"
+            )
+        for key in ("local_ms", "answer_ms"):
+            low, high = getattr(self, key)
+            if low > high:
+                raise ValueError(f"{key}: [low, high] with low <= high, not [{low}, {high}]")
+        if self.answer_ms[1] >= SHORTEST_CHECK_INTERVAL:
+            raise ValueError(
+                f"answer_ms: an answer must come before the next check "
+                f"({SHORTEST_CHECK_INTERVAL} ms on 5.x brokers), not up to {self.answer_ms[1]} ms"
+            )
+        return self
+
+
 class ProducerSpec(_Strict):
     id: str
     group: str
     profile: ProfileName
     latency_fault_enable: bool = True
     topic: str
+    transactions: TransactionSpec | None = None
+    """A transactional producer: SYNC only, without delay levels (a half message is never
+    delayed)."""
     mode: Literal["SYNC", "ASYNC"] = "SYNC"
     interval: Duration = 100
     body_size: PositiveInt = 512
@@ -118,6 +176,25 @@ class ProducerSpec(_Strict):
     the engine alongside and shows the producer each decision ``decision_delay`` after it)."""
     instances: PositiveInt = 1
     """This many producers alike, ``<id>-0000`` onwards (each with its own random stream)."""
+
+    @field_validator("mode")
+    @classmethod
+    def _transactional_is_sync(cls, value: str, info: ValidationInfo) -> str:
+        if value != "SYNC" and info.data.get("transactions") is not None:
+            raise ValueError(
+                "a transactional producer sends SYNC (sendMessageInTransaction): mode SYNC"
+            )
+        return value
+
+    @field_validator("delay_every")
+    @classmethod
+    def _transactional_is_not_delayed(cls, value: int, info: ValidationInfo) -> int:
+        if value and info.data.get("transactions") is not None:
+            raise ValueError(
+                "a transactional producer's half messages are never delayed (the client clears "
+                "DELAY): delay_every 0"
+            )
+        return value
 
     def expand(self) -> list[ProducerSpec]:
         if self.instances == 1:

@@ -22,23 +22,29 @@ from typing import Any
 
 from streaming.client import DecisionView, pick, publish_order
 from streaming.client import message as decision_message
-from streaming.config import FaultSpec, ProducerSpec, Scenario
+from streaming.config import FaultSpec, ProducerSpec, Scenario, TransactionSpec
 from udfs import engine
 from udfs.parse import parse
 from udfs.rocketmq import (
     PROFILES,
     EmptyRouteError,
     FaultTable,
+    LocalTransactionState,
     MessageQueue,
     Next,
     Outcome,
+    Pass,
     SendMode,
     TopicPublishInfo,
+    after_half_send,
     attempt_effect,
     attempt_timeout,
+    check_pass,
     max_attempts,
+    next_wake,
     schedule_redirect,
     select_queue,
+    transaction_config,
 )
 from udfs.rocketmq._send import SEND_MSG_TIMEOUT_MS
 from udfs.schedule import DelayPolicy
@@ -74,6 +80,25 @@ class Record:
     swaps: int = 0
     """Queues that RocketMQ 4.x's pickOneAtLeast rewrote in place to another broker in a
     producer's list (apache/rocketmq #7779)."""
+
+
+@dataclass(frozen=True)
+class _Half:
+    """A half message a transactional producer stored, and what its producer will say of it."""
+
+    spec: ProducerSpec
+    tx: TransactionSpec
+    message_id: str
+    broker: str
+    queue_id: int
+    born: int
+    stored: int
+    end_at: int
+    """When the producer sends its end: after its local transaction, or at once."""
+    local: LocalTransactionState
+    """The end: the local transaction's outcome, or ROLLBACK after a store that is not OK."""
+    never: bool
+    """An UNKNOW the producer answers UNKNOW for ever."""
 
 
 class Loop:
@@ -192,6 +217,11 @@ class _Cluster:
             return _Response(Outcome.REMOTING_EXCEPTION, budget)
         return _Response(Outcome.SEND_OK, latency)
 
+    def down(self, broker: str, now: int) -> bool:
+        """Whether ``broker`` answers no client at ``now``: an outage, or flapping's down half.
+        It still heartbeats and runs its own services (the transaction check)."""
+        return self._active(broker, now, ("outage", "flapping")) is not None
+
     def _heartbeats(self) -> dict[str, list[int]]:
         beats: dict[str, list[int]] = {}
         for i, broker in enumerate(self.s.brokers):
@@ -295,12 +325,13 @@ def simulate(
                 )
                 previous = route
     stored: list[tuple[int, dict[str, Any]]] = []
+    halves: list[_Half] = []
     publish_infos: dict[tuple[str, tuple[tuple[str, int, int], ...]], TopicPublishInfo] = {}
     producers = [p for spec in scenario.producers for p in spec.expand()]
     if loop is None and any(p.strategy == "faultline" for p in producers):
         loop = Loop(scenario.cluster, scenario.decision_delay, config)
     runs = [
-        _produce(scenario, cluster, p, topics[p.topic], stored, publish_infos, loop, record)
+        _produce(scenario, cluster, p, topics[p.topic], stored, halves, publish_infos, loop, record)
         for p in producers
     ]
     if loop is None:  # no producer reads decisions: each runs on its own
@@ -308,6 +339,7 @@ def simulate(
             events.extend(e for e in run if not isinstance(e, _Wait))
     else:
         events = _merged(events, runs, loop)
+    events.extend(_transactions(scenario, cluster, halves, topics, stored))
     stored.sort(key=lambda m: (m[0], m[1]["message_id"]))
     for consumer in scenario.consumers:
         events.extend(_consume(scenario, consumer, stored))
@@ -353,6 +385,7 @@ def _produce(
     spec: ProducerSpec,
     brokers: list[str],
     stored: list[tuple[int, dict[str, Any]]],
+    halves: list[_Half],
     publish_infos: dict[tuple[str, tuple[tuple[str, int, int], ...]], TopicPublishInfo],
     loop: Loop | None = None,
     record: Record | None = None,
@@ -362,8 +395,14 @@ def _produce(
     faultline sends it to the DLQ; resends go on after the traffic stops. A ``faultline``
     producer yields a :class:`_Wait` before each pick and then avoids what ``loop``'s view
     isolates at that instant. With fault-aware release in ``loop``'s configuration, a message is
-    sent again only once faultline has released it, onto the broker the release names."""
+    sent again only once faultline has released it, onto the broker the release names.
+
+    A transactional producer's message is a half message: one that fails is not sent again (the
+    call throws), one the broker stored goes to ``halves`` with its end, after the local
+    transaction (drawn from the producer's stream), and the producer's next send waits for it."""
     rng = random.Random(f"{scenario.seed}/{spec.id}")
+    tx = spec.transactions
+    unknowns = 0
     follow = loop is not None and spec.strategy == "faultline"
     relay = loop is not None and loop.config.policies.fault_aware_release
     switch = spec.latency_fault_enable and spec.strategy != "off"
@@ -413,6 +452,8 @@ def _produce(
             message_id, redelivery = f"{spec.id}-m{number:06d}", 0
             delayed = spec.delay_every and number % spec.delay_every == 0
             extra = {"delay_level": spec.delay_level} if delayed else {}
+            if tx is not None:
+                extra = {"transaction": "PREPARED", "transaction_id": message_id}
             number += 1
             fresh = True
         else:
@@ -468,7 +509,8 @@ def _produce(
             seq += 1
             if budget is None:
                 yield {**event, "event_time": at, "latency_ms": 0, "outcome": "CALL_TIMEOUT"}
-                _resend(resends, at, message_id, redelivery, record)
+                if tx is None:
+                    _resend(resends, at, message_id, redelivery, record)
                 break
             response = cluster.respond(queue.broker_name, at, budget, rng)
             done_at = at + response.latency
@@ -501,10 +543,28 @@ def _produce(
                         key = (spec.id, queue.broker_name)
                         record.own.setdefault(key, []).append((at, when, item.start_timestamp))
             cost += response.latency
-            if effect.next is Next.FAIL:
+            if effect.next is Next.FAIL and tx is None:
                 _resend(resends, done_at, message_id, redelivery, record)
             if effect.next is not Next.RETRY:
-                if response.outcome is Outcome.SEND_OK:
+                if tx is not None:
+                    if effect.next is Next.RETURN and response.outcome.returned:
+                        end = after_half_send(response.outcome)
+                        local = 0
+                        if end is None:
+                            local = rng.randint(*tx.local_ms)
+                            end = _local_outcome(tx, rng.random())
+                        unknowns += end is LocalTransactionState.UNKNOW
+                        never = (
+                            end is LocalTransactionState.UNKNOW
+                            and tx.never_every > 0
+                            and unknowns % tx.never_every == 0
+                        )
+                        halves.append(
+                            _Half(spec, tx, message_id, queue.broker_name, queue.queue_id, at,
+                                  done_at, done_at + local, end, never)
+                        )  # fmt: skip
+                        cost += local
+                elif response.outcome is Outcome.SEND_OK:
                     level = schedule_redirect(extra.get("delay_level"), DELAYS.levels).delay_level
                     visible = done_at + (DELAYS.levels.delay_ms(level) if level else 0)
                     stored.append(
@@ -524,6 +584,124 @@ def _produce(
             now = max(now + cost, now + spec.interval + rng.randint(0, spec.interval // 4))
         else:
             now += cost
+
+
+def _local_outcome(tx: TransactionSpec, draw: float) -> LocalTransactionState:
+    """The local transaction's outcome for a uniform ``draw`` in [0, 1)."""
+    if draw < tx.commit:
+        return LocalTransactionState.COMMIT_MESSAGE
+    if draw < tx.commit + tx.rollback:
+        return LocalTransactionState.ROLLBACK_MESSAGE
+    return LocalTransactionState.UNKNOW
+
+
+def _transactions(
+    scenario: Scenario,
+    cluster: _Cluster,
+    halves: list[_Half],
+    topics: dict[str, list[str]],
+    stored: list[tuple[int, dict[str, Any]]],
+) -> list[dict[str, Any]]:
+    """Each half message's end and the check-backs of its broker, under the rules of the
+    producer's profile (:mod:`udfs.rocketmq`): a message the broker commits joins ``stored``
+    then. Each producer draws its answer delays from a stream of its own."""
+    rngs: dict[str, random.Random] = {}
+    events: list[dict[str, Any]] = []
+    for h in halves:
+        rng = rngs.setdefault(h.spec.id, random.Random(f"{scenario.seed}/{h.spec.id}/checks"))
+        events.extend(_settle(cluster, h, topics[h.spec.topic], stored, rng))
+    return events
+
+
+def _settle(
+    cluster: _Cluster,
+    h: _Half,
+    brokers: list[str],
+    stored: list[tuple[int, dict[str, Any]]],
+    rng: random.Random,
+) -> Iterator[dict[str, Any]]:
+    """The half message's end and checks, before the scenario's end. The end goes one-way to
+    its broker: lost while the broker is down or out of the topic's route. A wake decides by
+    :func:`~udfs.rocketmq.check_pass` (a wake at the end's time comes first); a check counts
+    even when the broker is down and its request never reaches the producer (no event). The
+    producer answers each check it gets with its local transaction's state (an ``UNKNOW`` one:
+    ``unknown_answers`` times UNKNOW, then COMMIT, or UNKNOW for ever); an answer that arrives
+    while the broker is down is lost. A first-phase end after a check leaves the check's copy,
+    which is checked again (a COMMIT answer then stores the message twice)."""
+    spec, tx = h.spec, h.tx
+    c = transaction_config(PROFILES[spec.profile])
+    base = {
+        "cluster": cluster.s.cluster,
+        "producer_id": spec.id,
+        "producer_group": spec.group,
+        "client_profile": spec.profile,
+        "topic": spec.topic,
+        "message_id": h.message_id,
+        "transaction_id": h.message_id,
+        "broker_name": h.broker,
+    }
+    visible = {
+        "message_id": h.message_id,
+        "topic": spec.topic,
+        "broker_name": h.broker,
+        "queue_id": h.queue_id,
+    }
+    unknown = h.local is LocalTransactionState.UNKNOW
+    answers = checks = 0
+    copied = False
+    end_at = h.end_at if h.end_at < cluster.end else None
+    wake = next_wake(c, h.stored)
+    while True:
+        if end_at is not None and end_at < wake:
+            yield {
+                **base,
+                "kind": "transaction_end",
+                "event_id": f"{h.message_id}-end",
+                "event_time": end_at,
+                "local_state": h.local.value,
+            }
+            route = cluster.route_at(brokers, end_at)
+            received = not cluster.down(h.broker, end_at) and any(
+                b == h.broker for b, _, _ in route
+            )
+            if received and not unknown:
+                if h.local is LocalTransactionState.COMMIT_MESSAGE:
+                    stored.append((end_at, visible))
+                if not (copied and c.copy_checked_after_end):
+                    return
+            end_at = None
+            continue
+        if wake >= cluster.end:
+            return
+        done = check_pass(c, wake, h.born, h.stored, checks)
+        if done in (Pass.DISCARD, Pass.SKIP):
+            return
+        checks += done is not Pass.NOT_YET
+        copied = copied or done is Pass.CHECK
+        if done is Pass.CHECK and not cluster.down(h.broker, wake):
+            at = wake + rng.randint(*tx.answer_ms)
+            if at >= cluster.end:
+                return
+            answer = h.local
+            if unknown:
+                still = h.never or answers < tx.unknown_answers
+                answer = (
+                    LocalTransactionState.UNKNOW if still else LocalTransactionState.COMMIT_MESSAGE
+                )
+            answers += 1
+            yield {
+                **base,
+                "kind": "transaction_check",
+                "event_id": f"{h.message_id}-check-{checks:02d}",
+                "event_time": at,
+                "check_times": checks,
+                "local_state": answer.value,
+            }
+            if answer is not LocalTransactionState.UNKNOW and not cluster.down(h.broker, at):
+                if answer is LocalTransactionState.COMMIT_MESSAGE:
+                    stored.append((at, visible))
+                return
+        wake += c.check_interval_ms
 
 
 def _publish_info(

@@ -60,8 +60,8 @@ def test_the_scenario_spreads_its_producers_over_the_shards() -> None:
 
 
 def test_every_table_and_counter_of_two_shards_is_that_of_one() -> None:
-    """The default scenario: five producers, ASYNC sends, one without the latency fault switch,
-    consumer send-backs and delay queues."""
+    """The default scenario: six producers, ASYNC and transactional sends, one without the
+    latency fault switch, consumer send-backs, delay queues and half messages."""
     whole_rows, whole_stats, _ = _sharded(DEFAULT_SCENARIO, 1, [], DEFAULT)
     rows, stats, _ = _sharded(DEFAULT_SCENARIO, 2, [], DEFAULT)
     assert rows.keys() == whole_rows.keys()

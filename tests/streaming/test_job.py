@@ -125,7 +125,8 @@ def test_healthy_broker_is_never_isolated_and_every_isolation_ends(
                 broker,
             )
     producers = set(table(output, "fault_items").query("scope == 'producer'")["scope_key"])
-    assert producers == {"p-47", "p-49", "p-5", "p-5-async"}  # p-49-off runs with the switch off
+    # p-49-off runs with the switch off
+    assert producers == {"p-47", "p-49", "p-5", "p-5-async", "p-5-tx"}
 
 
 def test_a_silent_broker_drops_out_of_the_route_and_comes_back(
