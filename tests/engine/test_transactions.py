@@ -121,6 +121,42 @@ def test_an_end_to_an_isolated_broker_is_likely_lost_and_the_check_settles_it() 
     assert [r["notify"] for r in rows] == [False, True, False, True]
 
 
+def test_an_end_to_a_slow_broker_reaches_it() -> None:
+    # isolated for its latency, broker a still answers: the end is not flagged
+    rows = run(
+        [
+            [
+                half("s1", 1_000, "a"),
+                send("f1", 1_500, "a", latency=2_500),  # SEND_OK after 2.5 s: isolated
+                end("e1", 1_600, "m-s1", "a", "COMMIT_MESSAGE"),
+                beat("hb", 3 * MIN, "a"),
+            ]
+        ]
+    )
+    assert states(rows) == [("m-s1", "PREPARED", 0, 1_000), ("m-s1", "COMMIT", 0, 1_600)]
+
+
+def test_a_likely_lost_end_that_no_check_confirms_reached_the_broker() -> None:
+    rows = run(
+        [
+            [
+                half("s1", 1_000, "a"),
+                send("f1", 1_500, "a", "REMOTING_EXCEPTION", latency=3_000),
+                end("e1", 1_600, "m-s1", "a", "ROLLBACK_MESSAGE"),
+                beat("hb", 5 * MIN, "a"),
+            ]
+        ]
+    )
+    assert states(rows) == [
+        ("m-s1", "PREPARED", 0, 1_000),
+        ("m-s1", "END_TO_UNAVAILABLE_BROKER", 0, 1_600),
+        ("m-s1", "CHECK", 1, MIN),
+        ("m-s1", "CHECK", 2, 2 * MIN),
+        ("m-s1", "ROLLBACK", 2, 3 * MIN),
+    ]
+    assert "reached it after all" in rows[-1]["reason"] and rows[-1]["notify"]
+
+
 def test_an_end_before_the_isolation_reaches_the_broker() -> None:
     rows = run(
         [

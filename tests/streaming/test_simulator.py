@@ -364,6 +364,16 @@ def test_the_engine_follows_the_default_scenario_s_transactions(
         "PREPARED", "END_TO_UNAVAILABLE_BROKER", "CHECK", "CHECK", "COMMIT"
     ]  # fmt: skip
     assert rows[1]["notify"] and "isolates" in rows[1]["reason"]
+    # the slow broker-e and broker-b's spike are isolated too, but they answer: only the end
+    # lost in the outage is flagged, and only the transactions answered UNKNOW for ever (their
+    # 15th check reported, or lost in a broker's down time) are discarded
+    flagged = {r["transaction_id"] for r in one if r["state"] == "END_TO_UNAVAILABLE_BROKER"}
+    assert flagged == {lost["transaction_id"]}
+    last_answer: dict[str, str] = {}
+    for e in _of(events, "transaction_check"):
+        last_answer[e["transaction_id"]] = e["local_state"]
+    never = {t for t, a in last_answer.items() if a == "UNKNOW"}
+    assert {r["transaction_id"] for r in one if r["state"] == "DISCARDED"} == never
 
 
 @pytest.mark.parametrize(

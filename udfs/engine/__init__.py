@@ -69,7 +69,7 @@ from udfs.engine._routing import decide
 from udfs.engine._routing_table import publish
 from udfs.engine._shards import WHOLE, Shard
 from udfs.engine._state import STATE_VERSION, Isolation, dumps, isolations, loads, new_state
-from udfs.engine._transactions import transact
+from udfs.engine._transactions import remember_answers, transact
 from udfs.rocketmq import Next
 
 __all__ = [
@@ -187,3 +187,4 @@ def _apply(
             cluster, state, events, sends, isolated, cluster_changes, routes, clock_end, config,
             out,
         )  # fmt: skip
+        remember_answers(state, sends)

@@ -11,17 +11,22 @@ The check service's wakes fire when the clock reaches them, before any event at 
 an isolation's end.
 
 An end is sent one-way to the broker that stored the half message, so it cannot be routed
-around an isolation: one sent while the cluster scope isolates that broker, or while the broker
-is out of the topic's route, is likely lost (``END_TO_UNAVAILABLE_BROKER``) and the message
-waits for a check. A ``transaction_check`` reports a check the producer got and its answer; its
-``check_times`` (the message's ``TRANSACTION_CHECK_TIMES``) corrects faultline's count, which runs
-ahead while a broker is down (faultline cannot see a broker's restart).
+around an isolation. One sent while the broker is out of the topic's route, or while the cluster
+scope isolates it after a send that got no answer from it (``REMOTING_EXCEPTION``,
+``CLIENT_EXCEPTION``: not a slow broker, which still takes the end), is likely lost
+(``END_TO_UNAVAILABLE_BROKER``) and the message waits for a check. The first check the producer
+reports confirms it; if none comes in :data:`UNCONFIRMED` checks' time, the end reached the broker
+after all and settles the message. A ``transaction_check`` reports a check the producer got and
+its answer; its ``check_times`` (the message's ``TRANSACTION_CHECK_TIMES``) corrects faultline's
+count, which runs ahead while a broker is down (faultline cannot see a broker's restart).
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from dataclasses import astuple, dataclass, fields
+from datetime import UTC, datetime
 from typing import Any
 
 import pandas as pd
@@ -55,6 +60,10 @@ _ANSWER = {
 }
 _STORED = frozenset(o.value for o in Outcome if o.returned)
 """The outcomes after which the broker holds the half message."""
+NO_ANSWER = frozenset({Outcome.REMOTING_EXCEPTION.value, Outcome.CLIENT_EXCEPTION.value})
+"""A send that ended so got nothing from the broker: the broker may be unreachable."""
+UNCONFIRMED = 2
+"""Predicted checks after a likely lost end without a reported check: then it was not lost."""
 
 
 @dataclass
@@ -77,6 +86,10 @@ class Half:
     ended: str | None = None
     """A first-phase end the broker applied to the original while a check's copy waits."""
     notified: bool = False
+    lost: str | None = None
+    """The end it was sent while its broker was unavailable, until a check confirms it lost."""
+    doubt: int = 0
+    """Checks predicted since that end, none of them reported."""
     wake: int = 0
     """Its next wake."""
 
@@ -111,6 +124,7 @@ def transact(
     if not len(ends) and not len(halves) and (due is None or due > clock_end):
         return
     run = _Run(cluster, store, isolated, changes, routes, config, out)
+    run.answered = _Answers(state.setdefault("answered", {}), sends)
     items = [(int(t), str(e), 0, r) for t, e, r in _rows(halves)]
     items += [(int(t), str(e), 1, r) for t, e, r in _rows(ends)]
     items.sort(key=lambda x: (x[0], x[2], x[1]))  # at one instant, a send before any end
@@ -120,6 +134,32 @@ def transact(
     run.wakes(clock_end)
     run.save()
     state["transactions_due"] = min((h[_WAKE] for h in store.values()), default=None)
+
+
+class _Answers:
+    """Whether the last send to a broker before an instant got an answer from it: the state's
+    ``answered`` (each broker's last outcome before the segment) and the segment's sends."""
+
+    def __init__(self, last: dict[str, str], sends: pd.DataFrame) -> None:
+        self.last, self.sends = last, sends
+        self.by: dict[str, tuple[list[tuple[int, str]], list[str]]] = {}
+
+    def outcome(self, broker: str, t: int, eid: str) -> str | None:
+        if broker not in self.by:
+            mine = self.sends[self.sends["broker_name"].to_numpy(object) == broker]
+            keys = list(zip(mine["event_time"].tolist(), mine["event_id"].tolist(), strict=True))
+            self.by[broker] = (keys, mine["outcome"].tolist())
+        keys, outcomes = self.by[broker]
+        i = bisect.bisect_left(keys, (t, eid))
+        return outcomes[i - 1] if i else self.last.get(broker)
+
+
+def remember_answers(state: dict[str, Any], sends: pd.DataFrame) -> None:
+    """Each broker's last send outcome, for :class:`_Answers` in later segments (sends are in
+    event order)."""
+    last = sends.drop_duplicates("broker_name", keep="last")
+    answered = state.setdefault("answered", {})
+    answered.update(zip(last["broker_name"].tolist(), last["outcome"].tolist(), strict=True))
 
 
 def _rows(frame: pd.DataFrame) -> list[tuple[Any, Any, Any]]:
@@ -154,6 +194,7 @@ class _Run:
         self.heap = [(h[_WAKE], h[_STORED_AT], tx) for tx, h in store.items()]
         heapq.heapify(self.heap)
         self.rows: list[dict[str, Any]] = []
+        self.answered: _Answers | None = None
 
     def half(self, tx: str) -> Half | None:
         if tx not in self.halves and tx in self.store:
@@ -177,6 +218,15 @@ class _Run:
             if h is None or h.wake != wake:
                 continue  # ended, or its wake moved
             c = self.settings(h)
+            if h.lost is not None and h.doubt >= UNCONFIRMED:
+                self.row(
+                    tx, h, h.lost, wake, None,
+                    f"no check reported after {h.doubt} predicted: the {h.lost} sent while "
+                    f"{h.broker} seemed unavailable reached it after all",
+                    done=True,
+                )  # fmt: skip
+                self.drop(tx)
+                continue
             done = check_pass(c, wake, h.born, h.stored, h.checks, h.immunity_ms)
             if done in (Pass.DISCARD, Pass.SKIP):
                 why = (
@@ -195,6 +245,7 @@ class _Run:
             heapq.heappush(self.heap, (h.wake, h.stored, tx))
             if done is Pass.CHECK:
                 h.copied = True
+                h.doubt += h.lost is not None
                 self.row(
                     tx, h, CHECK, wake, None,
                     f"no end {wake - h.born} ms after its birth (transactionTimeOut "
@@ -243,7 +294,8 @@ class _Run:
             return
         away = self.unavailable(broker, h.topic, t, eid)
         c = self.settings(h)
-        if away is not None:
+        if away is not None and answer != UNKNOWN:
+            h.lost, h.doubt = answer, 0
             self.row(
                 tx, h, END_TO_UNAVAILABLE_BROKER, t, eid,
                 f"{answer} sent one-way to {broker}, {away}: likely lost; the broker checks back",
@@ -282,6 +334,7 @@ class _Run:
             return
         if not pd.isna(r.check_times):
             h.checks = int(r.check_times)
+        h.lost = None  # a check came: an end sent while the broker was unavailable was lost
         why = f"answer to check {h.checks} from {broker}"
         if answer == UNKNOWN:
             self.row(tx, h, UNKNOWN, t, eid, why + ": UNKNOW, checked again")
@@ -313,8 +366,9 @@ class _Run:
                 self.isolated[b] = until
             self.applied += 1
         until = self.isolated.get(broker)
-        if until is not None and until > t:
-            return f"which the cluster isolates until {until}"
+        last = self.answered.outcome(broker, t, eid) if self.answered is not None else None
+        if until is not None and until > t and last in NO_ANSWER:
+            return f"which the cluster isolates until {_iso(until)} after a {last}"
         route = self.routes.at(t, eid).get(topic)
         if route is not None and all(b != broker for b, _, _ in route):
             return f"which is not in {topic}'s route (no address: the end goes to a NameServer)"
@@ -358,6 +412,10 @@ class _Run:
                 "notify": notify,
             }
         )
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
 
 
 def _text(value: Any) -> str:
