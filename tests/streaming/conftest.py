@@ -30,6 +30,7 @@ OUTPUT_TABLES = (
     "late_events",
     "schedule_entries",
     "redeliveries",
+    "transactions",
 )
 
 

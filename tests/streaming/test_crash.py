@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+import pyarrow as pa
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from deltalake import DeltaTable
@@ -125,10 +126,11 @@ def _published(bootstrap: str, topic: str) -> list[dict[str, Any]]:
                 if m.error() is not None:
                     ended.add(m.partition())
                     continue
-                row = json.loads(m.value())
+                row, key = json.loads(m.value()), m.key().decode()
                 row.pop("batch_id")
-                row.pop("state", None)
-                rows.append({"key": m.key().decode(), **row})
+                if key.startswith("broker/"):
+                    row.pop("state")  # what the sink adds to a broker decision
+                rows.append({"key": key, **row})
             if len(ended) == len(partitions):
                 return rows
         raise AssertionError(f"{topic}: not read to its end within a minute")
@@ -138,13 +140,19 @@ def _published(bootstrap: str, topic: str) -> list[dict[str, Any]]:
 
 def _held(output: Path) -> list[dict[str, Any]]:
     """What the tables hold for the decision topic: the cluster scope's broker decisions and
-    routing tables, keyed as the sink keys them."""
+    routing tables, and the transactions a producer must act on, keyed as the sink keys them."""
     rows = []
-    for name, key in (("broker_decisions", "broker"), ("routing_table", "route")):
-        frame = table(output, name).query("scope == 'cluster'")[TABLES[name].names]
+    for name, key, column, keep in (
+        ("broker_decisions", "broker", "broker_name", "scope == 'cluster'"),
+        ("routing_table", "route", "topic", "scope == 'cluster'"),
+        ("transactions", "transaction", "transaction_id", "notify"),
+    ):
+        frame = table(output, name).query(keep)[TABLES[name].names]
+        integers = [f.name for f in TABLES[name] if pa.types.is_integer(f.type)]
+        frame = frame.astype(dict.fromkeys(integers, "Int64"))  # a null made pandas use floats
         for row in json.loads(frame.to_json(orient="records")):
-            what = row["broker_name"] if key == "broker" else row["topic"]
-            rows.append({"key": f"{key}/{row['cluster']}/{what}", **row})
+            rows.append({"key": f"{key}/{row['cluster']}/{row[column]}", **row})
+    assert any(r["key"].startswith("transaction/") for r in rows)
     return rows
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
+from pandas.testing import assert_frame_equal
 
 from streaming.config import load_scenario
 from streaming.simulator import HEARTBEAT_TIMEOUT_MS, SCAN_INTERVAL_MS, simulate
@@ -23,6 +24,8 @@ from tests.streaming.conftest import (
     start,
     table,
 )
+from udfs import engine
+from udfs.parse import parse
 from udfs.rocketmq import PROFILES, not_available_duration
 
 pytestmark = pytest.mark.spark
@@ -151,6 +154,33 @@ def test_a_silent_broker_drops_out_of_the_route_and_comes_back(
     rows = table(output, "routing_table").query("scope == 'cluster'").sort_values("effective_at")
     during = rows[(rows["effective_at"] >= expired) & (rows["effective_at"] < restored)]
     assert all("broker-f" not in {q["broker_name"] for q in s} for s in during["selectable"])
+
+
+def test_the_default_run_follows_its_transactions(default_run: tuple[Path, str]) -> None:
+    """p-5-tx's half messages in the job's table are the engine's over the same events (one
+    batch, no Spark), the end lost in broker-c's outage among them; the summary counts them."""
+    output, stdout = default_run
+    scenario = load_scenario("default")
+    events = simulate(scenario)
+    parsed = parse([json.dumps(e) for e in events], ["t"] * len(events),
+                   [e["event_time"] for e in events])  # fmt: skip
+    step = engine.advance(scenario.cluster, None, parsed.to_pandas(), engine.EngineConfig())
+    expected = step.tables["transactions"].to_pandas()
+    got = table(output, "transactions")[list(expected.columns)]
+    order = ["transaction_id", "effective_at", "state", "check_times"]
+    assert_frame_equal(
+        got.sort_values(order, ignore_index=True),
+        expected.sort_values(order, ignore_index=True),
+        check_dtype=False,
+    )
+    counts = got["state"].value_counts()
+    assert counts["END_TO_UNAVAILABLE_BROKER"] == 1 and counts["DISCARDED"] >= 1
+    lost = got[got["state"] == "END_TO_UNAVAILABLE_BROKER"].iloc[0]
+    assert lost["broker_name"] == "broker-c" and lost["notify"]
+    assert 110_000 <= lost["effective_at"] - scenario.start < 140_000
+    assert "transactions: rows per state" in stdout
+    assert re.search(r"^  END_TO_UNAVAILABLE_BROKER +1$", stdout, re.M)
+    assert re.search(rf"^  DISCARDED +{counts['DISCARDED']}$", stdout, re.M)
 
 
 def test_routing_decisions_follow_each_profile(default_run: tuple[Path, str]) -> None:

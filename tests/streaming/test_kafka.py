@@ -92,8 +92,18 @@ def _check_kafka_run(reference: Path, folder: Path, bootstrap: str) -> None:
     assert (batches["input"] <= 200).all() and len(batches) >= 8  # admission control
     decisions = table(out, "broker_decisions").query("scope == 'cluster'")
     routes = table(out, "routing_table").query("scope == 'cluster'")
-    sent = _read_all(bootstrap, f"{folder.name}-decisions", len(decisions) + len(routes))
+    notified = table(out, "transactions").query("notify")
+    sent = _read_all(
+        bootstrap, f"{folder.name}-decisions", len(decisions) + len(routes) + len(notified)
+    )
     latest = {m.key().decode(): json.loads(m.value()) for m in sent}
+    # a transaction a producer must act on: its latest row (the lost end, then what settled it)
+    last_notice = notified.sort_values("effective_at", kind="stable").groupby("transaction_id")
+    assert (
+        {k.rsplit("/", 1)[1]: v["state"] for k, v in latest.items() if k.startswith("transaction/")}
+        == last_notice["state"].last().to_dict()
+        != {}
+    )
     expected = {}
     for r in decisions.sort_values(["effective_at"], kind="stable").itertuples():
         expected[f"broker/{r.cluster}/{r.broker_name}"] = (r.decision, r.available_from)
