@@ -123,8 +123,8 @@ def transact(
     due = state.get("transactions_due")
     if not len(ends) and not len(halves) and (due is None or due > clock_end):
         return
-    run = _Run(cluster, store, isolated, changes, routes, config, out)
-    run.answered = _Answers(state.setdefault("answered", {}), sends)
+    reach = _Reach(isolated, changes, routes, state.setdefault("answered", {}), sends)
+    run = _Run(cluster, store, reach, config, out)
     items = [(int(t), str(e), 0, r) for t, e, r in _rows(halves)]
     items += [(int(t), str(e), 1, r) for t, e, r in _rows(ends)]
     items.sort(key=lambda x: (x[0], x[2], x[1]))  # at one instant, a send before any end
@@ -136,15 +136,46 @@ def transact(
     state["transactions_due"] = min((h[_WAKE] for h in store.values()), default=None)
 
 
-class _Answers:
-    """Whether the last send to a broker before an instant got an answer from it: the state's
-    ``answered`` (each broker's last outcome before the segment) and the segment's sends."""
+class _Reach:
+    """Whether an end sent to a broker at an instant can reach it: the cluster scope's
+    isolations (at the segment's start, and its changes), the routes, and whether the last send
+    to the broker before then got an answer from it (``answered``, each broker's last outcome
+    before the segment, and the segment's sends)."""
 
-    def __init__(self, last: dict[str, str], sends: pd.DataFrame) -> None:
-        self.last, self.sends = last, sends
+    def __init__(
+        self,
+        isolated: dict[str, int],
+        changes: list[Change],
+        routes: RouteTimeline,
+        answered: dict[str, str],
+        sends: pd.DataFrame,
+    ) -> None:
+        self.isolated, self.routes, self.last, self.sends = isolated, routes, answered, sends
+        self.changes = sorted(changes, key=lambda c: (c[0], c[1], c[2] or ""))
+        self.applied = 0
         self.by: dict[str, tuple[list[tuple[int, str]], list[str]]] = {}
 
-    def outcome(self, broker: str, t: int, eid: str) -> str | None:
+    def why_not(self, broker: str, topic: str, t: int, eid: str) -> str | None:
+        """Why an end sent to ``broker`` at ``(t, eid)`` likely does not reach it, or None."""
+        while self.applied < len(self.changes):
+            at, order, cause, b, decision, until = self.changes[self.applied]
+            if (at, order, cause or "") >= (t, 1, eid):
+                break
+            if decision == "RESTORE" or until is None:
+                self.isolated.pop(b, None)
+            else:
+                self.isolated[b] = until
+            self.applied += 1
+        until = self.isolated.get(broker)
+        last = self._outcome(broker, t, eid)
+        if until is not None and until > t and last in NO_ANSWER:
+            return f"which the cluster isolates until {_iso(until)} after a {last}"
+        route = self.routes.at(t, eid).get(topic)
+        if route is not None and all(b != broker for b, _, _ in route):
+            return f"which is not in {topic}'s route (no address: the end goes to a NameServer)"
+        return None
+
+    def _outcome(self, broker: str, t: int, eid: str) -> str | None:
         if broker not in self.by:
             mine = self.sends[self.sends["broker_name"].to_numpy(object) == broker]
             keys = list(zip(mine["event_time"].tolist(), mine["event_id"].tolist(), strict=True))
@@ -174,27 +205,21 @@ class _Run:
         self,
         cluster: str,
         store: dict[str, list[Any]],
-        isolated: dict[str, int],
-        changes: list[Change],
-        routes: RouteTimeline,
+        reach: _Reach,
         config: EngineConfig,
         out: Out,
     ) -> None:
-        self.cluster, self.store, self.routes, self.config, self.out = (
+        self.cluster, self.store, self.reach, self.config, self.out = (
             cluster,
             store,
-            routes,
+            reach,
             config,
             out,
         )
-        self.isolated = isolated
-        self.changes = sorted(changes, key=lambda c: (c[0], c[1], c[2] or ""))
-        self.applied = 0
         self.halves: dict[str, Half] = {}
         self.heap = [(h[_WAKE], h[_STORED_AT], tx) for tx, h in store.items()]
         heapq.heapify(self.heap)
         self.rows: list[dict[str, Any]] = []
-        self.answered: _Answers | None = None
 
     def half(self, tx: str) -> Half | None:
         if tx not in self.halves and tx in self.store:
@@ -292,7 +317,7 @@ class _Run:
             self.row(tx, h, answer, t, eid, "end of a half message faultline does not hold",
                      done=True)  # fmt: skip
             return
-        away = self.unavailable(broker, h.topic, t, eid)
+        away = self.reach.why_not(broker, h.topic, t, eid)
         c = self.settings(h)
         if away is not None and answer != UNKNOWN:
             h.lost, h.doubt = answer, 0
@@ -353,26 +378,6 @@ class _Run:
     def drop(self, tx: str) -> None:
         self.store.pop(tx, None)
         self.halves.pop(tx, None)
-
-    def unavailable(self, broker: str, topic: str, t: int, eid: str) -> str | None:
-        """Why an end sent to ``broker`` at ``(t, eid)`` cannot reach it, or None."""
-        while self.applied < len(self.changes):
-            at, order, cause, b, decision, until = self.changes[self.applied]
-            if (at, order, cause) >= (t, 1, eid):
-                break
-            if decision == "RESTORE" or until is None:
-                self.isolated.pop(b, None)
-            else:
-                self.isolated[b] = until
-            self.applied += 1
-        until = self.isolated.get(broker)
-        last = self.answered.outcome(broker, t, eid) if self.answered is not None else None
-        if until is not None and until > t and last in NO_ANSWER:
-            return f"which the cluster isolates until {_iso(until)} after a {last}"
-        route = self.routes.at(t, eid).get(topic)
-        if route is not None and all(b != broker for b, _, _ in route):
-            return f"which is not in {topic}'s route (no address: the end goes to a NameServer)"
-        return None
 
     def row(
         self,
