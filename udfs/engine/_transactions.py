@@ -23,12 +23,12 @@ count, which runs ahead while a broker is down (faultline cannot see a broker's 
 
 from __future__ import annotations
 
-import bisect
 import heapq
 from dataclasses import astuple, dataclass, fields
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from udfs.engine._config import EngineConfig
@@ -40,6 +40,7 @@ from udfs.rocketmq import (
     LocalTransactionState,
     Outcome,
     Pass,
+    Profile,
     TransactionConfig,
     check_pass,
     end_rejected,
@@ -153,7 +154,10 @@ class _Reach:
         self.isolated, self.routes, self.last, self.sends = isolated, routes, answered, sends
         self.changes = sorted(changes, key=lambda c: (c[0], c[1], c[2] or ""))
         self.applied = 0
-        self.by: dict[str, tuple[list[tuple[int, str]], list[str]]] = {}
+        self._by: dict[Any, tuple[np.ndarray, np.ndarray]] | None = None
+        self.times = sends["event_time"].to_numpy(np.int64)
+        self.ids = sends["event_id"].to_numpy(object)
+        self.outcomes = sends["outcome"].to_numpy(object)
 
     def why_not(self, broker: str, topic: str, t: int, eid: str) -> str | None:
         """Why an end sent to ``broker`` at ``(t, eid)`` likely does not reach it, or None."""
@@ -176,13 +180,14 @@ class _Reach:
         return None
 
     def _outcome(self, broker: str, t: int, eid: str) -> str | None:
-        if broker not in self.by:
-            mine = self.sends[self.sends["broker_name"].to_numpy(object) == broker]
-            keys = list(zip(mine["event_time"].tolist(), mine["event_id"].tolist(), strict=True))
-            self.by[broker] = (keys, mine["outcome"].tolist())
-        keys, outcomes = self.by[broker]
-        i = bisect.bisect_left(keys, (t, eid))
-        return outcomes[i - 1] if i else self.last.get(broker)
+        if self._by is None:  # each broker's sends, in event order
+            groups = self.sends.groupby("broker_name", sort=False).indices
+            self._by = {b: (self.times[rows], np.asarray(rows)) for b, rows in groups.items()}
+        times, rows = self._by.get(broker, (self.times[:0], self.times[:0]))
+        i = int(np.searchsorted(times, t, side="left"))
+        while i < len(rows) and times[i] == t and self.ids[rows[i]] < eid:
+            i += 1  # a send at the same instant, before it in event order
+        return str(self.outcomes[rows[i - 1]]) if i else self.last.get(broker)
 
 
 def remember_answers(state: dict[str, Any], sends: pd.DataFrame) -> None:
@@ -193,9 +198,15 @@ def remember_answers(state: dict[str, Any], sends: pd.DataFrame) -> None:
     answered.update(zip(last["broker_name"].tolist(), last["outcome"].tolist(), strict=True))
 
 
+_FIELDS = ["kind", "broker_name", "topic", "producer_id", "producer_group", "client_profile",
+           "message_id", "transaction_id", "outcome", "latency_ms", "check_immunity_s",
+           "local_state", "check_times"]  # fmt: skip
+"""The event fields this stage reads."""
+
+
 def _rows(frame: pd.DataFrame) -> list[tuple[Any, Any, Any]]:
-    return list(zip(frame["event_time"], frame["event_id"], frame.itertuples(index=False),
-                    strict=True))  # fmt: skip
+    rows = frame[_FIELDS].itertuples(index=False)
+    return list(zip(frame["event_time"].tolist(), frame["event_id"].tolist(), rows, strict=True))
 
 
 class _Run:
@@ -217,6 +228,7 @@ class _Run:
             out,
         )
         self.halves: dict[str, Half] = {}
+        self.configs: dict[str, TransactionConfig] = {}
         self.heap = [(h[_WAKE], h[_STORED_AT], tx) for tx, h in store.items()]
         heapq.heapify(self.heap)
         self.rows: list[dict[str, Any]] = []
@@ -227,7 +239,12 @@ class _Run:
         return self.halves.get(tx)
 
     def settings(self, h: Half) -> TransactionConfig:
-        return self.config.transaction_config(self.config.profiles[h.profile])
+        return self.settings_of(self.config.profile(h.profile))
+
+    def settings_of(self, profile: Profile) -> TransactionConfig:
+        if profile.name not in self.configs:
+            self.configs[profile.name] = self.config.transaction_config(profile)
+        return self.configs[profile.name]
 
     def save(self) -> None:
         for tx, h in self.halves.items():
@@ -280,7 +297,7 @@ class _Run:
     def prepare(self, t: int, eid: str, r: Any) -> None:
         tx = _text(r.transaction_id) or str(r.message_id)
         profile = self.config.broker_profile(r.client_profile)
-        c = self.config.transaction_config(profile)
+        c = self.settings_of(profile)
         immunity = None if pd.isna(r.check_immunity_s) else int(r.check_immunity_s) * 1000
         h = Half(
             str(r.broker_name),
