@@ -28,6 +28,7 @@ from typing import Any
 
 import pandas as pd
 
+from udfs._frames import tuples
 from udfs.rocketmq import DelayLevels, Profile, dlq_topic, schedule_redirect, send_back
 
 SEND_FAILURE, CONSUME_RETRY, DELAYED_SEND = "send_failure", "consume_retry", "delayed_send"
@@ -145,7 +146,7 @@ class Schedule:
     def send_failures(self, failed: pd.DataFrame) -> None:
         """Sends after which the producer gave up."""
         r: Any
-        for r in failed.itertuples(index=False):
+        for r in tuples(failed):
             count = _int(r.redelivery_count, 0)
             group = _text(r.producer_group, DEFAULT_PRODUCER_GROUP)
             message_id = _text(r.message_id, str(r.event_id))
@@ -168,7 +169,7 @@ class Schedule:
     def delayed_sends(self, stored: pd.DataFrame) -> None:
         """Stored sends that asked for a delay level: the store redirects them."""
         r: Any
-        for r in stored.itertuples(index=False):
+        for r in tuples(stored):
             redirect = schedule_redirect(int(r.delay_level), self.policy.levels)
             if not redirect.delayed:
                 continue
@@ -189,7 +190,7 @@ class Schedule:
         """``RECONSUME_LATER``: the consumer's send-back, the broker's way."""
         r: Any
         backs: dict[tuple[Any, ...], Any] = {}  # many messages share their send-back's inputs
-        for r in retries.itertuples(index=False):
+        for r in tuples(retries):
             profile = self.profile_of(r.client_profile)
             group = str(r.consumer_group)
             args = (

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from udfs._frames import tuples
 from udfs.engine._config import EngineConfig
 from udfs.engine._output import Out, quarantine_rows
 from udfs.rocketmq import Next, Outcome, SendMode, attempt_effect
@@ -22,7 +23,9 @@ def next_steps(sends: pd.DataFrame, config: EngineConfig) -> np.ndarray:
     after = np.full(len(sends), Next.RETURN, dtype=object)
     failed = np.flatnonzero(sends["outcome"].to_numpy() != "SEND_OK")
     r: Any
-    for i, r in zip(failed, sends.iloc[failed].itertuples(index=False), strict=True):
+    columns = ("client_profile", "outcome", "latency_ms", "mode", "attempt", "max_attempts",
+               "response_code")  # fmt: skip
+    for i, r in zip(failed, tuples(sends.iloc[failed], columns), strict=True):
         effect = attempt_effect(
             config.profile(r.client_profile),
             Outcome(r.outcome),

@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from udfs._frames import tuples
 from udfs.engine._config import CLUSTER, EngineConfig, Route
 from udfs.engine._output import Out
 
@@ -79,7 +80,7 @@ def follow(
             ),
         )
     row: Any
-    for row in ticks.itertuples(index=False):  # in (event_time, event_id) order
+    for row in tuples(ticks):  # in (event_time, event_id) order
         view.scans_until(int(row.event_time))
         if row.kind == "heartbeat":
             view.heartbeat(row)

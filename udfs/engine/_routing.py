@@ -9,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 
+from udfs._frames import tuples
 from udfs.engine._config import CLUSTER, PRODUCER, EngineConfig
 from udfs.engine._nameserver import RouteTimeline
 from udfs.engine._output import Out
@@ -34,7 +35,7 @@ def decide(
     """One ``routing_decisions`` row per retried attempt (in event-time order) and scope; a
     producer's own scope only on the shard that owns it."""
     row: Any
-    for row in retries.itertuples(index=False):
+    for row in tuples(retries):
         now = routes.at(int(row.event_time), row.event_id)
         for scope in scopes:
             if scope == CLUSTER or shard.owns(str(row.producer_id)):

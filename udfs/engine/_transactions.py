@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from udfs._frames import tuples
 from udfs.engine._config import EngineConfig
 from udfs.engine._nameserver import RouteTimeline
 from udfs.engine._output import Out
@@ -116,14 +117,14 @@ def transact(
     its availability changes during it (empty without the cluster scope)."""
     store: dict[str, list[Any]] = state.setdefault("transactions", {})
     kinds = events["kind"].to_numpy(object)
-    ends = events[(kinds == "transaction_end") | (kinds == "transaction_check")]
-    halves = sends[
-        (sends["transaction"] == "PREPARED").to_numpy(bool)
-        & sends["outcome"].isin(_STORED).to_numpy(bool)
-    ]
+    is_end = (kinds == "transaction_end") | (kinds == "transaction_check")
+    is_half = (sends["transaction"].to_numpy(object) == "PREPARED") & np.isin(
+        sends["outcome"].to_numpy(object), list(_STORED)
+    )
     due = state.get("transactions_due")
-    if not len(ends) and not len(halves) and (due is None or due > clock_end):
+    if not is_end.any() and not is_half.any() and (due is None or due > clock_end):
         return
+    ends, halves = events[is_end], sends[is_half]
     reach = _Reach(isolated, changes, routes, state.setdefault("answered", {}), sends)
     run = _Run(cluster, store, reach, config, out)
     items = [(int(t), str(e), 0, r) for t, e, r in _rows(halves)]
@@ -193,9 +194,8 @@ class _Reach:
 def remember_answers(state: dict[str, Any], sends: pd.DataFrame) -> None:
     """Each broker's last send outcome, for :class:`_Answers` in later segments (sends are in
     event order)."""
-    last = sends.drop_duplicates("broker_name", keep="last")
-    answered = state.setdefault("answered", {})
-    answered.update(zip(last["broker_name"].tolist(), last["outcome"].tolist(), strict=True))
+    brokers, outcomes = sends["broker_name"].tolist(), sends["outcome"].tolist()
+    state.setdefault("answered", {}).update(zip(brokers, outcomes, strict=True))  # last wins
 
 
 _FIELDS = ["kind", "broker_name", "topic", "producer_id", "producer_group", "client_profile",
@@ -205,7 +205,7 @@ _FIELDS = ["kind", "broker_name", "topic", "producer_id", "producer_group", "cli
 
 
 def _rows(frame: pd.DataFrame) -> list[tuple[Any, Any, Any]]:
-    rows = frame[_FIELDS].itertuples(index=False)
+    rows = tuples(frame, _FIELDS)
     return list(zip(frame["event_time"].tolist(), frame["event_id"].tolist(), rows, strict=True))
 
 
