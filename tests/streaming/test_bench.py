@@ -18,10 +18,10 @@ def test_bench_prints_steady_figures_a_breakdown_per_batch_and_the_ratio_last(
     lines = capsys.readouterr().out.strip().splitlines()
     assert re.fullmatch(r"steady ratio \(full job / pass-through\): \d+\.\d\d", lines[-1])
     for name in ("pass-through", "full job"):
-        assert any(re.match(rf"\s*{name}: 3 batches, .* steady .* records/s", x) for x in lines)
-    # quick has 1,697 events: batches of 600, 600 and 497, each with its six parts
+        assert any(re.match(rf"\s*{name}: 4 batches, .* steady .* records/s", x) for x in lines)
+    # quick has 1,846 events: batches of 600, 600, 600 and 46, each with its six parts
     rows = [x for x in lines if re.match(r"\s+batch\s+\d+:", x)]
-    assert [int(x.split()[2]) for x in rows] == [600, 600, 497]
+    assert [int(x.split()[2]) for x in rows] == [600, 600, 600, 46]
     for row in rows:
         total, parts = row.split("=")[0].split()[-1], row.split("=")[1].split(";")[0]
         # six parts rounded to 0.01 s, and the total timed by the bench, not summed from them

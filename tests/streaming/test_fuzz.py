@@ -87,7 +87,7 @@ def _frame(events: list[dict[str, Any]]) -> Any:
 def test_100000_fuzzed_records_in_a_files_stream(
     palette: Palette, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    """100,000 fuzzed records among the quick scenario's 1,697 events, one JSON-lines file read
+    """100,000 fuzzed records among the quick scenario's 1,846 events, one JSON-lines file read
     in batches of 20,000. A record is one line: the generator writes no ``\\n`` inside one (JSON
     text escapes it; garbage has it replaced), so the records the source counts are exactly the
     lines written; bytes that are not UTF-8 reach the parser as replacement characters."""
