@@ -14,14 +14,14 @@ pytestmark = pytest.mark.spark
 def test_bench_prints_steady_figures_a_breakdown_per_batch_and_the_ratio_last(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    assert bench.main(["--scenario", "quick", "--repeat", "1", "--batch", "600"]) == 0
+    assert bench.main(["--scenario", "quick", "--repeat", "1", "--batch", "700"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert re.fullmatch(r"steady ratio \(full job / pass-through\): \d+\.\d\d", lines[-1])
     for name in ("pass-through", "full job"):
-        assert any(re.match(rf"\s*{name}: 4 batches, .* steady .* records/s", x) for x in lines)
-    # quick has 1,846 events: batches of 600, 600, 600 and 46, each with its six parts
+        assert any(re.match(rf"\s*{name}: 3 batches, .* steady .* records/s", x) for x in lines)
+    # quick has 1,813 events: batches of 700, 700 and 413, each with its six parts
     rows = [x for x in lines if re.match(r"\s+batch\s+\d+:", x)]
-    assert [int(x.split()[2]) for x in rows] == [600, 600, 600, 46]
+    assert [int(x.split()[2]) for x in rows] == [700, 700, 413]
     for row in rows:
         total, parts = row.split("=")[0].split()[-1], row.split("=")[1].split(";")[0]
         # six parts rounded to 0.01 s, and the total timed by the bench, not summed from them
@@ -37,10 +37,10 @@ def test_bench_prints_steady_figures_a_breakdown_per_batch_and_the_ratio_last(
 def test_the_floor_runs_the_same_query_with_an_operator_that_does_nothing(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    assert bench.main(["--scenario", "quick", "--repeat", "1", "--batch", "600", "--floor"]) == 0
+    assert bench.main(["--scenario", "quick", "--repeat", "1", "--batch", "700", "--floor"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert re.fullmatch(r"steady ratio \(floor / pass-through\): \d+\.\d\d", lines[-1])
     assert any(re.match(r"\s*floor: 3 batches, .* steady .* records/s", x) for x in lines)
     rows = [x for x in lines if re.match(r"\s+batch\s+\d+:", x)]
-    assert [int(x.split()[2]) for x in rows] == [600, 600, 497]  # every record reached it
+    assert [int(x.split()[2]) for x in rows] == [700, 700, 413]  # every record reached it
     assert all(row.endswith(";  0.00;           0") for row in rows)  # and it did nothing

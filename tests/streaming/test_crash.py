@@ -36,7 +36,7 @@ from udfs.schema import TABLES
 
 pytestmark = pytest.mark.spark
 
-BATCH = 600
+BATCH = 700
 """Records per micro-batch: the quick scenario in three batches, first, middle and last."""
 
 

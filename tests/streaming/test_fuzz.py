@@ -34,10 +34,11 @@ REASONS = {
     "DATA_LOSS", "MALFORMED_JSON", "WRONG_TYPE", "MISSING_FIELD", "UNKNOWN_KIND",
     "EVENT_TIME_OUT_OF_RANGE", "NEGATIVE_LATENCY", "UNKNOWN_OUTCOME", "UNKNOWN_PROFILE",
     "UNKNOWN_MODE", "UNKNOWN_STATUS", "INVALID_VALUE", "INVALID_ROUTE", "FUTURE_EVENT_TIME",
+    "UNKNOWN_TRANSACTION", "UNKNOWN_LOCAL_STATE", "INVALID_TRANSACTION",
 }  # fmt: skip
 """The reason codes the README documents."""
 DECIDED = ("fault_items", "broker_decisions", "routing_decisions", "routing_table",
-           "heartbeats", "schedule_entries", "redeliveries")  # fmt: skip
+           "heartbeats", "schedule_entries", "redeliveries", "transactions")  # fmt: skip
 FUZZ = settings(
     max_examples=1,
     deadline=None,
@@ -87,7 +88,7 @@ def _frame(events: list[dict[str, Any]]) -> Any:
 def test_100000_fuzzed_records_in_a_files_stream(
     palette: Palette, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    """100,000 fuzzed records among the quick scenario's 1,846 events, one JSON-lines file read
+    """100,000 fuzzed records among the quick scenario's 1,813 events, one JSON-lines file read
     in batches of 20,000. A record is one line: the generator writes no ``\\n`` inside one (JSON
     text escapes it; garbage has it replaced), so the records the source counts are exactly the
     lines written; bytes that are not UTF-8 reach the parser as replacement characters."""

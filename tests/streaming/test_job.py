@@ -273,7 +273,7 @@ def test_the_job_maintains_its_tables_and_logs_sparks_progress(reference: Path) 
     log = (reference.parent / "stdout.log").read_text()
     batches = table(reference, "batches").sort_values("batch_id")
     n = len(batches)
-    assert n == 10  # 1,846 records in batches of 200
+    assert n == 10  # 1,813 records in batches of 200
     assert [line.split(":")[0] for line in log.splitlines() if "maintenance" in line] == [
         "maintenance after batch 2",
         "maintenance after batch 5",

@@ -9,6 +9,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -109,16 +110,21 @@ def test_the_embeddable_client_reads_the_decision_topic(kafka: str, tmp_path: Pa
     # recovery probing: broker-z's isolation ended, it takes a tenth of the sends for 10 minutes
     ended = {**restored, "broker_name": "broker-z"}
     probe = {**ended, "decision": "PROBE", "available_from": now + 600_000, "reason": "probing"}
+    lost = {"cluster": "C", "transaction_id": "tx-1", "state": "END_TO_UNAVAILABLE_BROKER",
+            "broker_name": "broker-x", "effective_at": now, "notify": True}  # fmt: skip
     rows = {
         "broker_decisions": [probe, decision, ended, restored],  # as the tasks hand them over
         "routing_table": [],
         "redeliveries": [],
+        # a producer must act on the first only
+        "transactions": [lost, {**lost, "transaction_id": "tx-2", "notify": False}],
     }
     create_tables(tmp_path)  # the batch is not committed yet: it is published
     publisher = Publisher({"bootstrap.servers": kafka})
     sent = publish_batch(tmp_path, 0, rows, "app", publisher, "dec", probe_share=0.1)
-    assert sent == 4
-    client = DecisionClient(kafka, "dec").start()
+    assert sent == 5
+    notices: list[dict[str, Any]] = []
+    client = DecisionClient(kafka, "dec", on_transaction=notices.append).start()
     try:
         deadline = time.time() + 60  # its thread reads in the background
         while client.is_available("C", "broker-x") and time.time() < deadline:
@@ -128,5 +134,8 @@ def test_the_embeddable_client_reads_the_decision_topic(kafka: str, tmp_path: Pa
         assert client.is_available("C", "broker-never-heard-of")
         taken = [client.is_available("C", "broker-z", ticket=i) for i in range(1_000)]
         assert abs(sum(taken) - 100) <= 2  # the PROBE came after the RESTORE of its instant
+        assert [(n["transaction_id"], n["state"]) for n in notices] == [
+            ("tx-1", "END_TO_UNAVAILABLE_BROKER")
+        ]
     finally:
         client.close()

@@ -269,6 +269,6 @@ def test_a_window_older_than_the_retained_batches_is_refused(tmp_path: Path) -> 
     last = err.strip().splitlines()[-1]
     assert re.fullmatch(
         r"faultline: the state after batch 0 is no longer in .*/ck/faultline: it keeps the state "
-        r"after batches [1-8]\.\.8 \(retain more with the key min_batches_to_retain\)",
+        r"after batches [1-9]\.\.9 \(retain more with the key min_batches_to_retain\)",
         last,
     ), err

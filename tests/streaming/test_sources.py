@@ -13,6 +13,7 @@ from streaming.config import load_scenario
 from streaming.simulator import simulate
 from streaming.sources import FilesReader
 from tests.streaming.conftest import faultline
+from udfs.schema import EVENT_KINDS
 
 
 class Limit:
@@ -106,7 +107,7 @@ def test_simulate_writes_the_same_events_every_time(tmp_path: Path) -> None:
     assert len(lines) == len(simulate(load_scenario("quick")))
     assert lines == sorted(lines, key=lambda e: (e["event_time"], e["event_id"]))
     kinds = {e["kind"] for e in lines}
-    assert kinds == {"send_result", "consume_result", "route", "heartbeat"}
+    assert kinds == set(EVENT_KINDS)
 
 
 def test_a_bad_scenario_names_the_file_and_the_key(tmp_path: Path) -> None:

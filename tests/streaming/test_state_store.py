@@ -26,7 +26,7 @@ from tests.streaming.conftest import OUTPUT_TABLES, batch_rows, faultline, table
 pytestmark = pytest.mark.spark
 
 BATCH = 200
-"""Records per micro-batch: the quick scenario (1,846 records) in 10 batches."""
+"""Records per micro-batch: the quick scenario (1,813 records) in 10 batches."""
 BATCHES = 10
 RETAIN = 2
 """``min_batches_to_retain``."""
