@@ -48,6 +48,7 @@ from udfs.rocketmq import (
     next_check,
     next_wake,
 )
+from udfs.schedule import DEFAULT_PRODUCER_GROUP
 
 PREPARED, COMMIT, ROLLBACK, UNKNOWN, CHECK = "PREPARED", "COMMIT", "ROLLBACK", "UNKNOWN", "CHECK"
 DISCARDED, SKIPPED = "DISCARDED", "SKIPPED"
@@ -302,7 +303,7 @@ class _Run:
         h = Half(
             str(r.broker_name),
             str(r.topic),
-            _text(r.producer_group) or "DEFAULT_PRODUCER",
+            _text(r.producer_group) or DEFAULT_PRODUCER_GROUP,
             str(r.producer_id),
             _text(r.message_id) or tx,
             t - int(r.latency_ms),
