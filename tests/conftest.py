@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-
 SERIAL = ("test_outage.py", "test_kafka_clients.py")
 """Modules that time a stopped mock Kafka to the second: they run with the Spark tests, never
 beside another Kafka test (one run beside them once saw a message delivered to a stopped
