@@ -27,7 +27,13 @@ from pydantic import (
 )
 
 from udfs.errors import ConfigError
-from udfs.rocketmq import DEFAULT_DELAY_LEVELS, PROFILES, DelayLevelError, DelayLevels
+from udfs.rocketmq import (
+    DEFAULT_DELAY_LEVELS,
+    PROFILES,
+    DelayLevelError,
+    DelayLevels,
+    transaction_config,
+)
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 DEFAULT_CONFIG = CONF_DIR / "faultline.yaml"
@@ -109,8 +115,8 @@ def _span(value: Any) -> Any:
 Span = Annotated[tuple[Duration, Duration], BeforeValidator(_span)]
 """A duration, or ``[low, high]``: drawn uniformly, in whole ms, each time."""
 Fraction = Annotated[float, Field(ge=0, le=1)]
-SHORTEST_CHECK_INTERVAL = 30_000
-"""5.x brokers' ``transactionCheckInterval``, the shorter of the two lines'."""
+SHORTEST_CHECK_INTERVAL = min(transaction_config(p).check_interval_ms for p in PROFILES.values())
+"""The shortest default ``transactionCheckInterval`` (5.x brokers': 30 s)."""
 
 
 class TransactionSpec(_Strict):

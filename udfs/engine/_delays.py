@@ -11,6 +11,7 @@ import pandas as pd
 
 from udfs.engine._config import EngineConfig
 from udfs.engine._output import Out
+from udfs.engine._transactions import prepared
 from udfs.rocketmq import Next
 from udfs.schedule import Schedule
 
@@ -33,7 +34,7 @@ def schedule_batch(
     )
     # a half message is never delayed (the client clears DELAY) nor redelivered: a failed one
     # ends sendMessageInTransaction before its local transaction runs
-    half = (sends["transaction"] == "PREPARED").to_numpy(bool)
+    half = prepared(sends)
     schedule.send_failures(sends[(after == Next.FAIL) & ~half])
     delayed = (after == Next.RETURN) & ~half & (sends["delay_level"].fillna(0).to_numpy() > 0)
     schedule.delayed_sends(sends[delayed])

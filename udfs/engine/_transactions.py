@@ -101,6 +101,12 @@ _WAKE, _STORED_AT = (next(i for i, f in enumerate(fields(Half)) if f.name == n)
                      for n in ("wake", "stored"))  # fmt: skip
 
 
+def prepared(sends: pd.DataFrame) -> np.ndarray:
+    """Which sends are of a transactional half message (stored or not)."""
+    half: np.ndarray = sends["transaction"].to_numpy(object) == "PREPARED"
+    return half
+
+
 def transact(
     cluster: str,
     state: dict[str, Any],
@@ -119,9 +125,7 @@ def transact(
     store: dict[str, list[Any]] = state.setdefault("transactions", {})
     kinds = events["kind"].to_numpy(object)
     is_end = (kinds == "transaction_end") | (kinds == "transaction_check")
-    is_half = (sends["transaction"].to_numpy(object) == "PREPARED") & np.isin(
-        sends["outcome"].to_numpy(object), list(_STORED)
-    )
+    is_half = prepared(sends) & np.isin(sends["outcome"].to_numpy(object), list(_STORED))
     due = state.get("transactions_due")
     if not is_end.any() and not is_half.any() and (due is None or due > clock_end):
         return
