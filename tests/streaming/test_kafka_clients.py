@@ -126,9 +126,13 @@ def test_the_embeddable_client_reads_the_decision_topic(kafka: str, tmp_path: Pa
     notices: list[dict[str, Any]] = []
     client = DecisionClient(kafka, "dec", on_transaction=notices.append).start()
     try:
-        deadline = time.time() + 60  # its thread reads in the background
-        # the five messages may arrive in any order across partitions: wait for both kinds
-        while (client.is_available("C", "broker-x") or not notices) and time.time() < deadline:
+        # its thread reads in the background, the five messages in any order across partitions
+        def settled() -> bool:
+            probing = not all(client.is_available("C", "broker-z", ticket=i) for i in range(20))
+            return not client.is_available("C", "broker-x") and probing and bool(notices)
+
+        deadline = time.time() + 60
+        while not settled() and time.time() < deadline:
             time.sleep(0.1)
         assert not client.is_available("C", "broker-x")
         assert client.is_available("C", "broker-y")
