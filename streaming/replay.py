@@ -286,13 +286,13 @@ def describe(states: Mapping[tuple[Any, ...], str], batch: int, out: TextIO) -> 
     scope and until when, the messages waiting per delay level, the routes and heartbeats."""
     from udfs import engine
 
-    merged: dict[str, list[dict[str, Any]]] = {}
+    merged: dict[str, list[engine.State]] = {}
     for key, text in sorted(states.items()):
         merged.setdefault(str(key[0]), []).append(engine.loads(text))
     print(f"state after batch {batch}", file=out)
     for cluster, parts in merged.items():
         lead = parts[0]  # every shard has the same clock, routes and heartbeats
-        clock = lead["clock"]
+        clock = lead.clock
         print(f"\ncluster {cluster}: clock {_iso(clock)} ({clock})", file=out)
         for scope in ("cluster", "producer"):
             isolated = sorted(
@@ -308,18 +308,18 @@ def describe(states: Mapping[tuple[Any, ...], str], batch: int, out: TextIO) -> 
         waiting = {
             int(level): len(queue)
             for part in parts
-            for level, queue in part.get("schedule", {}).items()
+            for level, queue in part.schedule.items()
             if queue
         }
         shown = ", ".join(f"level {k}: {v}" for k, v in sorted(waiting.items()))
         print(f"  delay queues, messages waiting: {shown or 'none'}", file=out)
-        for topic, route in sorted(lead["routes"].items()):
+        for topic, route in sorted(lead.routes.items()):
             brokers = ", ".join(f"{b} ({w} queues)" for b, w, _ in route)
             print(f"  route {topic}: {brokers}", file=out)
-        for broker, hb in sorted(lead["heartbeats"].items()):
-            state = "dropped from the route" if hb["expired"] else "in the route"
-            print(f"  heartbeat {broker}: last {_iso(hb['last'])}, {state}", file=out)
-        known = set().union(*(part["producers"] for part in parts))
+        for broker, hb in sorted(lead.heartbeats.items()):
+            state = "dropped from the route" if hb.expired else "in the route"
+            print(f"  heartbeat {broker}: last {_iso(hb.last)}, {state}", file=out)
+        known = set().union(*(part.producers for part in parts))
         print(f"  producers known: {len(known)}", file=out)
 
 

@@ -119,7 +119,7 @@ class Loop:
         self.delay = delay
         self.trigger = min(TRIGGER_MS, delay)
         self.config = config or engine.EngineConfig(scopes=(engine.CLUSTER,))
-        self.state: dict[str, Any] | None = None
+        self.state: engine.State | None = None
         self.pending: list[dict[str, Any]] = []
         self.done = -(2**63)
         self.view = DecisionView()

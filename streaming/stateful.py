@@ -115,7 +115,7 @@ def run_key(
         {
             "table": None,
             **step.stats,
-            "clock": step.state["clock"],
+            "clock": step.state.clock,
             "receive_ms": _ms(received),
             "parse_ms": _ms(parsed - started),
             "engine_ms": _ms(advanced - parsed),

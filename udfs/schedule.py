@@ -24,7 +24,7 @@ import hashlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import pandas as pd
 
@@ -86,27 +86,27 @@ class DelayPolicy:
         return self.levels.clamp(3 + redelivery_count)
 
 
-ENTRY_FIELDS = (
-    "deliver_at",
-    "store_time",
-    "event_id",
-    "message_id",
-    "origin_message_id",
-    "source",
-    "group",
-    "real_topic",
-    "real_queue_id",
-    "delay_level",
-    "schedule_queue_id",
-    "attempt_count",
-    "dlq",
-    "profile",
-)
-"""An entry as the state keeps it (a list in this order), sorted by its first three fields."""
+class Waiting(NamedTuple):
+    """A message in a delay queue as the state keeps it, ordered by its first three fields."""
+
+    deliver_at: int
+    store_time: int
+    event_id: str
+    message_id: str
+    origin_message_id: str
+    source: str
+    group: str
+    real_topic: str
+    real_queue_id: int | None
+    delay_level: int
+    schedule_queue_id: int
+    attempt_count: int
+    dlq: bool
+    profile: str
 
 
-def _order(values: list[Any]) -> tuple[int, int, str]:
-    return values[0], values[1], values[2]
+def _order(w: Waiting) -> tuple[int, int, str]:
+    return w.deliver_at, w.store_time, w.event_id
 
 
 def _present(value: Any) -> bool:
@@ -128,7 +128,7 @@ class Schedule:
     def __init__(
         self,
         cluster: str,
-        waiting: dict[str, list[list[Any]]],
+        waiting: dict[str, list[Waiting]],
         policy: DelayPolicy,
         profile_of: Callable[[Any], Profile],
     ) -> None:
@@ -239,7 +239,7 @@ class Schedule:
         )
         self.entries.append({"cluster": self.cluster, **entry})
         queue = self.waiting.setdefault(str(level), [])
-        bisect.insort(queue, [entry[f] for f in ENTRY_FIELDS], key=_order)
+        bisect.insort(queue, Waiting(**{f: entry[f] for f in Waiting._fields}), key=_order)
 
     def _dlq_now(self, entry: dict[str, Any], topic: str) -> None:
         entry.update(
@@ -273,10 +273,10 @@ class Schedule:
         for level in sorted(self.waiting, key=int):
             queue = self.waiting[level]
             due = 0
-            while due < len(queue) and queue[due][0] - clock <= 0:
+            while due < len(queue) and queue[due].deliver_at - clock <= 0:
                 due += 1
             for values in queue[:due]:
-                entry = dict(zip(ENTRY_FIELDS, values, strict=True))
+                entry = values._asdict()
                 if route is not None:
                     entry["broker_name"] = route(entry)
                 self._redeliver(entry)

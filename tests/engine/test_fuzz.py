@@ -71,7 +71,7 @@ def test_fuzzed_records_are_each_accounted_for_and_never_stop_the_engine(
         values.append(json.dumps(e))
         if rng.random() < 0.5:
             values.append(_mutated(e, rng, weird))
-    state: dict[str, Any] | None = None
+    state: engine.State | None = None
     counted = 0
     for begin in range(0, len(values), 700):
         chunk = values[begin : begin + 700]
@@ -108,7 +108,7 @@ def _outcome(*batches: list[dict[str, Any]]) -> tuple[list[dict[str, int]], dict
     """Each batch's counts, and the rows of every table, over ``batches`` applied in turn."""
     from tests.engine.conftest import frame
 
-    state: dict[str, Any] | None = None
+    state: engine.State | None = None
     stats: list[dict[str, int]] = []
     rows: dict[str, list[Any]] = {}
     for events in batches:

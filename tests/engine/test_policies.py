@@ -29,7 +29,7 @@ def _with(**policies: Any) -> engine.EngineConfig:
 
 
 def _run(batches: list[list[dict[str, Any]]], config: engine.EngineConfig) -> dict[str, list[Any]]:
-    state: dict[str, Any] | None = None
+    state: engine.State | None = None
     tables: dict[str, list[Any]] = {}
     for events in batches:
         step = engine.advance("c", state, frame(events), config)

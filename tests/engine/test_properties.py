@@ -25,7 +25,7 @@ ROWS = [{**{k: v for k, v in e.items() if k != "cluster"}, "cluster": "c"} for e
 
 
 def _run_in_batches(cuts: list[int]) -> dict[str, list[str]]:
-    state: dict[str, Any] | None = None
+    state: engine.State | None = None
     tables: dict[str, list[str]] = {}
     bounds = [0, *sorted(set(cuts)), len(ROWS)]
     for begin, end in itertools.pairwise(bounds):
@@ -155,15 +155,15 @@ def test_a_version_2_checkpoint_resumes_as_if_this_version_had_written_it() -> N
     quick = quick.model_copy(update={"producers": [p for p in quick.producers if p.id != "p-tx"]})
     rows = [{**e, "cluster": "c"} for e in simulate(quick)]
     converted = engine.loads((DATA / "quick-900-v2.json").read_text())
-    assert converted["v"] == engine.STATE_VERSION == 4
     ours = engine.advance("c", None, frame(rows[:900]), config).state
-    assert converted["producers"].keys() == ours["producers"].keys() == {"p-5", "p-47", "p-49"}
-    for pid, producer in converted["producers"].items():
-        assert all(len(p["route"]) == 24 for p in producer["pub"].values())  # a digest
-        assert producer["pub"] == ours["producers"][pid]["pub"]
+    assert converted.producers.keys() == ours.producers.keys() == {"p-5", "p-47", "p-49"}
+    for pid, producer in converted.producers.items():
+        assert all(len(p.route) == 24 for p in producer.pub.values())  # a digest
+        assert producer.pub == ours.producers[pid].pub
         # the last send is not known before version 4: the upgrade's clock stands in for it
-        assert producer["last"] == converted["clock"] >= ours["producers"][pid]["last"]
-    assert converted["routing_table"] == ours["routing_table"]
+        assert converted.clock is not None
+        assert producer.last == converted.clock >= ours.producers[pid].last
+    assert converted.published == ours.published
     rest = frame(rows[900:])
     after_v2 = engine.advance("c", converted, rest, config)
     after_v3 = engine.advance("c", engine.loads(engine.dumps(ours)), rest, config)
@@ -197,3 +197,33 @@ def test_a_routing_tables_digest_is_that_of_its_json(route: list[Any], data: Any
     made, queues, _ = Layout(tuple(route)).table(isolated)
     assert made == engine_state.digest([selectable, [list(x) for x in isolated]])
     assert [[q["broker_name"], q["queue_id"]] for q in queues.to_pylist()[0]] == selectable
+
+
+def test_a_version_4_checkpoint_resumes_as_if_this_version_had_written_it() -> None:
+    """``quick-900-v4.json`` is the JSON state faultline wrote (state version 4, with its lists
+    read by position) after the quick scenario's first 900 events with every policy on. Read
+    now, it becomes the typed state, and the rest of the scenario gives exactly the rows a run
+    from the start gives."""
+    config = engine.EngineConfig(
+        policies=engine.Policies(isolation_cap=0.5, outlier_factor=3.0, probe_share=0.1)
+    )
+    rows = [{**e, "cluster": "c"} for e in simulate(load_scenario("quick"))]
+    text = (DATA / "quick-900-v4.json").read_text()
+    old = json.loads(text)
+    converted = engine.loads(text)
+    ours = engine.advance("c", None, frame(rows[:900]), config).state
+    assert old["v"] == 4 and engine.STATE_VERSION == 5
+    # each part by name, as version 4 kept it by position
+    assert converted.policies.outlier["broker-b"].until == old["policies"]["outlier"]["broker-b"][0]
+    assert converted.policies.shown["broker-b"].state == "ISOLATED"
+    assert len(converted.seen) == sum(map(len, old["seen"].values())) == len(ours.seen)
+    assert converted.transactions == ours.transactions and len(converted.transactions) == 4
+    assert converted.schedule == ours.schedule
+    assert converted.tables == ours.tables and converted.producers == ours.producers
+    rest = frame(rows[900:])
+    after_v4 = engine.advance("c", converted, rest, config)
+    after_v5 = engine.advance("c", engine.loads(engine.dumps(ours)), rest, config)
+    assert after_v4.tables.keys() == after_v5.tables.keys()
+    for name, got in after_v5.tables.items():
+        assert after_v4.tables[name].equals(got), name
+    assert after_v4.stats == after_v5.stats

@@ -47,7 +47,7 @@ def test_every_level_waits_exactly_its_delay_then_leaves_in_queue_order() -> Non
         assert list(out["event_id"]) == [f"d{level:02d}-2"]
         assert out["deliver_at"].iloc[0] == T0 + 2 + LEVELS.delay_ms(level)
         state = step.state
-    assert state["schedule"] == {}
+    assert state.schedule == {}
 
 
 @pytest.mark.parametrize(("asked", "level"), [(19, 18), (100, 18), (0, None), (-1, None)])
@@ -175,7 +175,7 @@ def test_nothing_disappears_scheduled_equals_released_plus_waiting() -> None:
         state = step.state
         entries += len(rows(step, "schedule_entries"))
         out += int((rows(step, "redeliveries")["schedule_queue_id"].notna()).sum())
-    waiting = sum(len(q) for q in state["schedule"].values())
+    waiting = sum(len(q) for q in state.schedule.values())
     assert entries > 30 and waiting > 0 and out > 0
     assert entries == out + waiting
 

@@ -26,7 +26,7 @@ EVICTION = test_eviction.EVENTS
 
 def _sharded(
     rows: list[dict[str, Any]], count: int, cuts: list[int], config: engine.EngineConfig
-) -> tuple[dict[str, list[str]], Counter[str], list[dict[str, Any]]]:
+) -> tuple[dict[str, list[str]], Counter[str], list[engine.State]]:
     """Every table's rows (as sorted JSON), the summed counters and each shard's last state."""
     states: list[Any] = [None] * count
     tables: dict[str, list[str]] = {}
@@ -93,11 +93,11 @@ def test_evictions_are_written_once_by_the_producers_shard(count: int, cuts: lis
 
 def test_each_shard_keeps_only_its_part_of_the_state() -> None:
     _, _, (lead, other) = _sharded(QUICK, 2, [], DEFAULT)
-    assert lead["tables"][CLUSTER] and not other["tables"][CLUSTER]
-    assert not other.get("schedule")  # the delay queues are the lead's
+    assert lead.tables[CLUSTER] and not other.tables[CLUSTER]
+    assert not other.schedule  # the delay queues are the lead's
     for i, state in enumerate((lead, other)):
-        assert state["tables"][PRODUCER]
-        assert {owner(p, 2) for p in state["tables"][PRODUCER]} == {i}
-        assert state["clock"] == WHOLE[2][0]["clock"]
+        assert state.tables[PRODUCER]
+        assert {owner(p, 2) for p in state.tables[PRODUCER]} == {i}
+        assert state.clock == WHOLE[2][0].clock
     # the lead keeps every producer's publish info of the cluster scope
-    assert lead["producers"].keys() == WHOLE[2][0]["producers"].keys()
+    assert lead.producers.keys() == WHOLE[2][0].producers.keys()

@@ -91,10 +91,10 @@ def test_the_state_forgets_settled_and_discarded_half_messages() -> None:
     events = [half("s1", 1_000, "a"), end("e1", 1_100, "m-s1", "a", "UNKNOW"),
               half("s2", 2_000, "b")]  # fmt: skip
     step = engine.advance("c", None, frame(events), engine.EngineConfig())
-    assert sorted(step.state["transactions"]) == ["m-s1", "m-s2"]
+    assert sorted(step.state.transactions) == ["m-s1", "m-s2"]
     later = frame([beat("hb", 17 * MIN, "a"), end("e2", 17 * MIN, "m-s3", "a", "COMMIT_MESSAGE")])
     step = engine.advance("c", step.state, later, engine.EngineConfig())
-    assert step.state["transactions"] == {} and step.state["transactions_due"] is None
+    assert step.state.transactions == {} and step.state.transactions_due is None
     assert len(engine.dumps(step.state)) < 2_000
 
 

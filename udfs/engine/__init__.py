@@ -68,7 +68,15 @@ from udfs.engine._queues import Queues
 from udfs.engine._routing import decide
 from udfs.engine._routing_table import publish
 from udfs.engine._shards import WHOLE, Shard
-from udfs.engine._state import STATE_VERSION, Isolation, dumps, isolations, loads, new_state
+from udfs.engine._state import (
+    STATE_VERSION,
+    Isolation,
+    State,
+    dumps,
+    isolations,
+    loads,
+    new_state,
+)
 from udfs.engine._transactions import remember_answers, transact
 from udfs.rocketmq import Next
 
@@ -83,6 +91,7 @@ __all__ = [
     "Isolation",
     "Policies",
     "Shard",
+    "State",
     "Step",
     "advance",
     "dumps",
@@ -94,7 +103,7 @@ __all__ = [
 
 @dataclass
 class Step:
-    state: dict[str, Any]
+    state: State
     tables: dict[str, pa.Table]
     """Each output table's rows (only tables that got some), typed by ``udfs.schema.TABLES``."""
     stats: dict[str, int]
@@ -102,7 +111,7 @@ class Step:
 
 def advance(
     cluster: str,
-    state: dict[str, Any] | None,
+    state: State | None,
     events: pd.DataFrame,
     config: EngineConfig,
     shard: Shard = WHOLE,
@@ -116,7 +125,7 @@ def advance(
     admission = out if shard.lead else Out()
     admission.stats["input"] = len(events)
     events = quarantine(events, admission)
-    first_batch = state["clock"] is None
+    first_batch = state.clock is None
     events = admit(cluster, state, events, arrival_order(events), config, admission)
     admission.stats["valid"] += len(events)
     if len(events) == 0:
@@ -143,7 +152,7 @@ def _owned(events: pd.DataFrame, shard: Shard) -> pd.DataFrame:
 
 def _apply(
     cluster: str,
-    state: dict[str, Any],
+    state: State,
     events: pd.DataFrame,
     clock_end: int,
     config: EngineConfig,

@@ -3,7 +3,6 @@ cluster's clock; and what each producer did after each attempt."""
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 import numpy as np
@@ -13,6 +12,7 @@ import pyarrow as pa
 from udfs._frames import tuples
 from udfs.engine._config import EngineConfig
 from udfs.engine._output import Out, quarantine_rows
+from udfs.engine._state import State, id_hashes
 from udfs.rocketmq import Next, Outcome, SendMode, attempt_effect
 from udfs.schema import EVENTS
 
@@ -84,7 +84,7 @@ _RECORD_COLUMNS = ("raw", "origin", "reason_code", "reason")
 
 def admit(
     cluster: str,
-    state: dict[str, Any],
+    state: State,
     events: pd.DataFrame,
     order: np.ndarray,
     config: EngineConfig,
@@ -94,18 +94,18 @@ def admit(
     remember the ids of the events within the allowed lateness. Returns the admitted events in
     ``order``, without the record's own columns."""
     t = events["event_time"].to_numpy(np.int64)[order]
-    clock = state["clock"]
+    clock = state.clock
     late = np.zeros(len(t), dtype=bool) if clock is None else t < clock - config.allowed_lateness_ms
     ingest = events["ingest_ms"].to_numpy(np.float64, na_value=np.nan)[order]
     future = ~late & ~np.isnan(ingest) & (t > np.nan_to_num(ingest) + config.max_future_skew_ms)
-    seen: dict[str, list[str]] = state["seen"]
     candidates = ~late & ~future
-    ids = events["event_id"].to_numpy(object)[order]
+    hashes = id_hashes(events["event_id"].to_numpy(object)[order])
     repeated = np.zeros(len(t), dtype=bool)
     if candidates.any():
-        chosen = pd.Series(ids[candidates], dtype=object)
-        known = list(itertools.chain.from_iterable(seen.values()))
-        repeated[candidates] = (chosen.duplicated() | chosen.isin(known)).to_numpy(bool)
+        chosen = hashes[candidates]
+        repeated[candidates] = pd.Series(chosen).duplicated().to_numpy(bool) | state.seen.contains(
+            chosen
+        )
     if late.any():
         lf = events.iloc[order[late]]
         out.add(
@@ -116,7 +116,7 @@ def admit(
                     "event_id": lf["event_id"].to_numpy(),
                     "kind": lf["kind"].to_numpy(),
                     "event_time": lf["event_time"].to_numpy(np.int64),
-                    "clock": np.int64(clock),
+                    "clock": np.int64(clock or 0),  # late: there is a clock
                     "raw": lf["raw"].to_numpy(),
                     "origin": lf["origin"].to_numpy(),
                 }
@@ -139,9 +139,9 @@ def admit(
     if len(admitted):
         admitted_t = t[keep]
         latest = int(admitted_t.max())
-        state["clock"] = latest if clock is None else max(int(clock), latest)
-        state["seen"] = _remember(
-            seen, ids[keep], admitted_t, state["clock"] - config.allowed_lateness_ms
+        state.clock = latest if clock is None else max(int(clock), latest)
+        state.seen = state.seen.remember(
+            hashes[keep], admitted_t, state.clock - config.allowed_lateness_ms
         )
     return admitted
 
@@ -159,22 +159,3 @@ def _integers(events: pd.DataFrame) -> pd.DataFrame:
         if events[c].dtype.kind == "f" and events[c].notna().all()
     }
     return events.astype(floats) if floats else events
-
-
-def _remember(
-    seen: dict[str, list[str]], ids: np.ndarray, t: np.ndarray, horizon: int
-) -> dict[str, list[str]]:
-    """The event ids to keep: those of events at or after ``horizon`` (an older one is late
-    anyway), in lists per second of event time, so that a whole second is dropped at once and
-    the state holds each id without its time. ``t`` is in order."""
-    first = horizon // 1000
-    kept = {k: v for k, v in seen.items() if int(k) >= first}
-    fresh = t >= horizon
-    seconds = t[fresh] // 1000
-    bounds = [0, *(np.flatnonzero(np.diff(seconds)) + 1).tolist(), len(seconds)]
-    fresh_ids = ids[fresh].tolist()
-    for a, b in itertools.pairwise(bounds):
-        if a < b:
-            key = str(int(seconds[a]))
-            kept[key] = [*kept.get(key, ()), *fresh_ids[a:b]]
-    return kept

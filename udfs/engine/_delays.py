@@ -11,6 +11,7 @@ import pandas as pd
 
 from udfs.engine._config import EngineConfig
 from udfs.engine._output import Out
+from udfs.engine._state import State
 from udfs.engine._transactions import prepared
 from udfs.rocketmq import Next
 from udfs.schedule import Schedule
@@ -18,7 +19,7 @@ from udfs.schedule import Schedule
 
 def schedule_batch(
     cluster: str,
-    state: dict[str, Any],
+    state: State,
     events: pd.DataFrame,
     sends: pd.DataFrame,
     after: np.ndarray,
@@ -29,9 +30,7 @@ def schedule_batch(
 ) -> None:
     """Messages into the delay queues, and the due ones out, at ``clock_end`` (onto the broker
     ``route`` names, with fault-aware release)."""
-    schedule = Schedule(
-        cluster, state.setdefault("schedule", {}), config.delays, config.broker_profile
-    )
+    schedule = Schedule(cluster, state.schedule, config.delays, config.broker_profile)
     # a half message is never delayed (the client clears DELAY) nor redelivered: a failed one
     # ends sendMessageInTransaction before its local transaction runs
     half = prepared(sends)

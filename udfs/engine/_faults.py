@@ -11,6 +11,7 @@ import pandas as pd
 
 from udfs.engine._config import CLUSTER, EngineConfig
 from udfs.engine._output import Out
+from udfs.engine._state import Item, State, Table
 from udfs.engine._tables import Change, ScopeTables, emit, expire_idle, report_rows
 
 
@@ -21,7 +22,7 @@ class Opened:
     scope: str
     tables: ScopeTables | None
     """None when no send of the segment updates a table of the scope."""
-    items_at_start: dict[str, list[list[Any]]]
+    items_at_start: dict[str, list[Item]]
     new_topics: dict[str, dict[str, tuple[int, str]]] = field(default_factory=dict)
     """Per producer, the topics it sent to for the first time: (time, event_id) of that send."""
     isolated_at_start: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -34,19 +35,19 @@ class Opened:
         isolated = self.isolated_at_start.get(key)
         if isolated is not None:
             return dict(isolated)
-        return {it[0]: it[2] for it in self.items_at_start.get(key, ()) if it[5]}
+        return {it.broker: it.start for it in self.items_at_start.get(key, ()) if it.pending}
 
 
 def open_tables(
-    cluster: str, state: dict[str, Any], scope: str, sends: pd.DataFrame, config: EngineConfig
+    cluster: str, state: State, scope: str, sends: pd.DataFrame, config: EngineConfig
 ) -> Opened:
     """Compute every FaultItem update of the segment's ``sends`` in the scope (the cluster's own
     table, or each producer's with its latency fault switch on)."""
-    opened = Opened(scope, None, {k: t["items"] for k, t in state["tables"][scope].items()})
+    opened = Opened(scope, None, {k: t.items for k, t in state.tables[scope].items()})
     if scope == CLUSTER:
         # the cluster's table exists from its first event, so that its routing table is
         # published from the first route on, whichever batch the first send falls in
-        _tstate(state, scope, cluster)["profile"] = config.cluster_profile
+        _tstate(state, scope, cluster).profile = config.cluster_profile
         profiles = pd.Series(config.cluster_profile, index=sends.index)
         chosen = sends
     else:
@@ -57,8 +58,8 @@ def open_tables(
             ["producer_id", "topic", "event_time", "event_id"]
         ].itertuples(index=False):
             tstate = _tstate(state, scope, str(pid))
-            if topic not in tstate["topics"]:
-                tstate["topics"] = sorted([*tstate["topics"], topic])
+            if topic not in tstate.topics:
+                tstate.topics = sorted([*tstate.topics, topic])
                 opened.new_topics.setdefault(str(pid), {})[topic] = (int(t), str(eid))
     if len(chosen) == 0:
         return opened
@@ -70,22 +71,21 @@ def open_tables(
     tstates = {}
     for key, profile in key_profiles.items():
         tstates[key] = _tstate(state, scope, key)
-        tstates[key]["profile"] = profile.name
+        tstates[key].profile = profile.name
     opened.tables = ScopeTables(scope, tstates, key_profiles, rows)
     return opened
 
 
-def _tstate(state: dict[str, Any], scope: str, key: str) -> dict[str, Any]:
-    tables = state["tables"][scope]
+def _tstate(state: State, scope: str, key: str) -> Table:
+    tables = state.tables[scope]
     if key not in tables:
-        tables[key] = {"profile": None, "items": [], "cap": 32, "worst": None, "topics": []}
-    tstate: dict[str, Any] = tables[key]
-    return tstate
+        tables[key] = Table()
+    return tables[key]
 
 
 def settle(
     cluster: str,
-    state: dict[str, Any],
+    state: State,
     opened: Opened,
     clock_end: int,
     config: EngineConfig,
@@ -98,12 +98,12 @@ def settle(
     changes = tables.finish(cluster, clock_end, out) if tables else {}
     out.stats["stale"] += tables.stale if tables else 0
     expired: list[Any] = []
-    stored = state["tables"][scope]
+    stored = state.tables[scope]
     for key, tstate in stored.items():
-        if tstate["profile"] is not None and (tables is None or key not in tables.init):
+        if tstate.profile is not None and (tables is None or key not in tables.init):
             expire_idle(key, tstate, clock_end, expired)
     for key, more in emit(
-        scope, cluster, lambda k: config.profile(stored[k]["profile"]), expired, out
+        scope, cluster, lambda k: config.profile(str(stored[k].profile)), expired, out
     ).items():
         changes.setdefault(key, []).extend(more)
     return changes

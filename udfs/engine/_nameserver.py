@@ -18,6 +18,7 @@ import pandas as pd
 from udfs._frames import tuples
 from udfs.engine._config import CLUSTER, EngineConfig, Route
 from udfs.engine._output import Out
+from udfs.engine._state import Heartbeat, State
 
 Routes = dict[str, Route]
 """Each topic's effective route: its declared brokers without those the NameServer dropped."""
@@ -55,7 +56,7 @@ class RouteTimeline:
 
 def follow(
     cluster: str,
-    state: dict[str, Any],
+    state: State,
     events: pd.DataFrame,
     clock_end: int,
     config: EngineConfig,
@@ -91,9 +92,7 @@ def follow(
 
 
 class _View:
-    def __init__(
-        self, cluster: str, state: dict[str, Any], config: EngineConfig, out: Out | None
-    ) -> None:
+    def __init__(self, cluster: str, state: State, config: EngineConfig, out: Out | None) -> None:
         self.cluster, self.state, self.config, self.out = cluster, state, config, out
         self.routes = self._effective({})
         self.timeline = RouteTimeline(self.routes)
@@ -106,26 +105,26 @@ class _View:
             return
         due = []
         self._next_scan = 2**63
-        for broker, hb in self.state["heartbeats"].items():
-            if hb["expired"]:
+        for broker, hb in self.state.heartbeats.items():
+            if hb.expired:
                 continue
-            scan = self._scan_after(hb["last"])
+            scan = self._scan_after(hb.last)
             if scan <= now:
                 due.append((scan, broker))
             else:
                 self._next_scan = min(self._next_scan, scan)
         timeout = self.config.heartbeat_timeout_ms
         for scan, broker in sorted(due):
-            hb = self.state["heartbeats"][broker]
-            hb["expired"] = True
+            hb = self.state.heartbeats[broker]
+            hb.expired = True
             self._decision(
                 broker,
                 "ROUTE_EXPIRED",
                 scan,
-                hb["eid"],
+                hb.eid,
                 f"no heartbeat for more than {timeout} ms at the NameServer scan",
             )
-            self._changed(scan, 0, hb["eid"], broker=broker)
+            self._changed(scan, 0, hb.eid, broker=broker)
 
     def _scan_after(self, heartbeat: int) -> int:
         """The scan that drops a broker whose last heartbeat was at ``heartbeat``."""
@@ -133,15 +132,11 @@ class _View:
         return ((heartbeat + self.config.heartbeat_timeout_ms) // interval + 1) * interval
 
     def heartbeat(self, row: Any) -> None:
-        hb = self.state["heartbeats"].get(row.broker_name)
+        hb = self.state.heartbeats.get(row.broker_name)
         at = int(row.event_time)
-        self.state["heartbeats"][row.broker_name] = {
-            "last": at,
-            "expired": False,
-            "eid": row.event_id,
-        }
+        self.state.heartbeats[row.broker_name] = Heartbeat(at, False, row.event_id)
         self._next_scan = min(self._next_scan, self._scan_after(at))
-        if hb is not None and hb["expired"]:
+        if hb is not None and hb.expired:
             self._decision(
                 row.broker_name,
                 "ROUTE_RESTORED",
@@ -156,7 +151,7 @@ class _View:
             [b["broker_name"], int(b["write_queue_nums"]), int(b.get("perm", 6))]
             for b in json.loads(row.brokers_json)
         ]
-        self.state["routes"][row.topic] = sorted(brokers)
+        self.state.routes[row.topic] = sorted(brokers)
         self._changed(int(row.event_time), 1, row.event_id, topic=row.topic)
 
     def _decision(self, broker: str, decision: str, at: int, cause: str, reason: str) -> None:
@@ -196,13 +191,13 @@ class _View:
 
     def _declared(self) -> dict[str, list[list[Any]]]:
         routes = {tp: [list(e) for e in r] for tp, r in self.config.static_routes.items()}
-        routes.update(self.state["routes"])
+        routes.update(self.state.routes)
         return routes
 
     def _effective(self, before: Routes) -> Routes:
         """The routes without the brokers the NameServer dropped; a topic whose route did not
         change keeps the same object as in ``before``."""
-        expired = {b for b, hb in self.state["heartbeats"].items() if hb["expired"]}
+        expired = {b for b, hb in self.state.heartbeats.items() if hb.expired}
         routes = {}
         for tp, r in self._declared().items():
             route = tuple((e[0], int(e[1]), int(e[2])) for e in sorted(r) if e[0] not in expired)

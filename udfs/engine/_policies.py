@@ -39,6 +39,7 @@ from udfs.engine._config import EngineConfig, Policies
 from udfs.engine._faults import Opened
 from udfs.engine._nameserver import Routes, RouteTimeline
 from udfs.engine._output import Out
+from udfs.engine._state import Isolated, PolicyState, Shown, State, Window
 from udfs.engine._tables import Change
 from udfs.rocketmq import Outcome
 
@@ -47,13 +48,11 @@ _ANSWERED = [o.value for o in Outcome if o.returned]
 
 Key = tuple[int, int, str]
 """A point in the cluster's time: (time, 0 for a deadline or 1 for an event, event_id)."""
-Shown = tuple[str, int, bool]
-"""What the rows so far tell a reader of a broker: (state, until, waived by the cap)."""
 
 
 def govern(
     cluster: str,
-    state: dict[str, Any],
+    state: State,
     opened: Opened,
     changes: list[Change],
     sends: pd.DataFrame,
@@ -71,7 +70,7 @@ def govern(
         return changes
     g = _Governor(cluster, state, policies, routes, config.cluster_profile)
     opened.isolated_at_start[cluster] = {
-        b: until for b, (shown, until, _) in g.p["shown"].items() if shown == ISOLATED
+        b: s.until for b, s in g.p.shown.items() if s.state == ISOLATED
     }
     closes = _windows(g.p, sends, policies, clock_end) if policies.outlier_factor else {}
     # each instant the FaultTable or the routes changed at, as (time, order, event_id): one
@@ -99,23 +98,20 @@ class _Governor:
     def __init__(
         self,
         cluster: str,
-        state: dict[str, Any],
+        state: State,
         policies: Policies,
         routes: RouteTimeline,
         profile: str,
     ) -> None:
         self.cluster, self.policies, self.routes, self.profile = cluster, policies, routes, profile
-        self.p: dict[str, Any] = state.setdefault(
-            "policies",
-            {"base": {}, "outlier": {}, "since": {}, "probe": {}, "shown": {}, "window": None},
-        )
+        self.p = state.policies
         self.rows: list[dict[str, Any]] = []
         self.effective: list[Change] = []
         self.done: Key = (-(2**63), 0, "")
 
     def deadlines(self, clock_end: int) -> set[int]:
         """The outlier isolations and probations that end by ``clock_end``, not yet applied."""
-        ends = [u for u, _ in self.p["outlier"].values()] + list(self.p["probe"].values())
+        ends = [o.until for o in self.p.outlier.values()] + list(self.p.probe.values())
         return {u for u in ends if self.done < (u, 0, "") and u <= clock_end}
 
     def at(self, key: Key, base: list[Change], close: dict[str, Any] | None) -> None:
@@ -123,49 +119,50 @@ class _Governor:
         close, the deadlines due then."""
         self.done = key
         t, p = key[0], self.p
-        before = {b: tuple(s) for b, s in p["shown"].items()}
+        before = dict(p.shown)
         causes: dict[str, str] = {}
         for _t, _o, eid, b, decision, until in base:
             if decision == "RESTORE":
-                p["base"].pop(b, None)
-                p["shown"][b] = [AVAILABLE, t, False]
+                p.base.pop(b, None)
+                p.shown[b] = Shown(AVAILABLE, t, False)
             else:
-                p["base"][b] = [until, eid]  # the FaultTable's isolation and its cause
-                p["shown"][b] = [ISOLATED, until, False]
+                assert until is not None
+                p.base[b] = Isolated(until, eid)  # the FaultTable's isolation and its cause
+                p.shown[b] = Shown(ISOLATED, until, False)
             causes[b] = eid
-        p["outlier"] = {b: v for b, v in p["outlier"].items() if v[0] > t}
-        p["probe"] = {b: u for b, u in p["probe"].items() if u > t}
+        p.outlier = {b: v for b, v in p.outlier.items() if v.until > t}
+        p.probe = {b: u for b, u in p.probe.items() if u > t}
         if close is not None:
             self._outliers(t, close)
-        raw = {b: u for b in {*p["base"], *p["outlier"]} if (u := self._until(b, t)) > t}
+        raw = {b: u for b in {*p.base, *p.outlier} if (u := self._until(b, t)) > t}
         for b in raw:
-            p["since"].setdefault(b, t)
+            p.since.setdefault(b, t)
         waived = self._cap(key, raw) if self.policies.isolation_cap is not None else {}
-        for b in sorted({*raw, *p["shown"], *p["probe"]}):
+        for b in sorted({*raw, *p.shown, *p.probe}):
             if b in raw and b not in waived:
-                p["probe"].pop(b, None)
-                want: Shown = (ISOLATED, raw[b], False)
+                p.probe.pop(b, None)
+                want = Shown(ISOLATED, raw[b], False)
             elif b in raw:
-                want = (AVAILABLE, t, True)
+                want = Shown(AVAILABLE, t, True)
             else:
-                since = p["since"].pop(b, None)
+                since = p.since.pop(b, None)
                 was = before.get(b)
-                if since is not None and was is not None and was[0] == ISOLATED:
+                if since is not None and was is not None and was.state == ISOLATED:
                     self._probation(b, t, t - since)
-                want = (PROBING, p["probe"][b], False) if b in p["probe"] else (AVAILABLE, t, False)
+                probe = p.probe.get(b)
+                want = Shown(AVAILABLE, t, False) if probe is None else Shown(PROBING, probe, False)
             self._show(b, key, want, causes.get(b), waived.get(b))
-        for b in [b for b in p["since"] if b not in raw]:
-            del p["since"][b]
-        p["shown"] = {b: s for b, s in p["shown"].items() if s[0] != AVAILABLE or s[2]}
+        for b in [b for b in p.since if b not in raw]:
+            del p.since[b]
+        p.shown = {b: s for b, s in p.shown.items() if s.state != AVAILABLE or s.waived}
 
     def _until(self, broker: str, t: int) -> int:
-        base = int(self.p["base"].get(broker, [t])[0])
-        outlier = int(self.p["outlier"].get(broker, [t])[0])
-        return max(base, outlier)
+        base, outlier = self.p.base.get(broker), self.p.outlier.get(broker)
+        return max(t if base is None else base.until, t if outlier is None else outlier.until)
 
     def _probation(self, broker: str, t: int, isolated_for: int) -> None:
         if self.policies.probe_share is not None and isolated_for > 0:
-            self.p["probe"][broker] = t + min(isolated_for, self.policies.probe_max_ms)
+            self.p.probe[broker] = t + min(isolated_for, self.policies.probe_max_ms)
 
     def _cap(self, key: Key, raw: dict[str, int]) -> dict[str, str]:
         """The isolated brokers the cap keeps in the route, each with why: the first isolated
@@ -176,7 +173,7 @@ class _Governor:
         room = {tp: int(cap * len(brokers)) for tp, brokers in topics.items()}
         used = dict.fromkeys(topics, 0)
         waived = {}
-        for b in sorted(raw, key=lambda b: (self.p["since"][b], b)):
+        for b in sorted(raw, key=lambda b: (self.p.since[b], b)):
             mine = [tp for tp, brokers in topics.items() if b in brokers]
             full = [tp for tp in mine if used[tp] >= room[tp]]
             if full:
@@ -212,28 +209,29 @@ class _Governor:
                         f"{median:.0f} ms (factor {pol.outlier_factor:g})",
                     )
         for b, why in found.items():
-            self.p["outlier"][b] = [end + pol.outlier_isolation_ms, why]
+            self.p.outlier[b] = Isolated(end + pol.outlier_isolation_ms, why)
 
     def _show(
         self, broker: str, key: Key, want: Shown, cause: str | None, waived: str | None
     ) -> None:
         """Write a row where the rows so far tell a reader something else than ``want``."""
         t = key[0]
-        shown = self.p["shown"].get(broker)
-        now: Shown = (AVAILABLE, t, False) if shown is None else tuple(shown)
-        same = now[0] == want[0] and now[2] == want[2]
-        if same and (want[0] == AVAILABLE or now[1] == want[1]):
+        shown = self.p.shown.get(broker)
+        now = Shown(AVAILABLE, t, False) if shown is None else shown
+        same = now.state == want.state and now.waived == want.waived
+        if same and (want.state == AVAILABLE or now.until == want.until):
             return
-        self.p["shown"][broker] = list(want)
+        self.p.shown[broker] = want
         state, until, _ = want
-        cause = cause or self.p["base"].get(broker, [None, None])[1]
-        outlier = self.p["outlier"].get(broker)
-        if state == ISOLATED and outlier is not None and outlier[0] == until:
-            decision, why = "OUTLIER", outlier[1]
+        base = self.p.base.get(broker)
+        cause = cause or (None if base is None else base.cause)
+        outlier = self.p.outlier.get(broker)
+        if state == ISOLATED and outlier is not None and outlier.until == until:
+            decision, why = "OUTLIER", str(outlier.cause)
         elif state == ISOLATED:
             decision = "HOLD"
             why = "the FaultTable's isolation holds" + (
-                ": the isolation cap has room again" if now[2] else ""
+                ": the isolation cap has room again" if now.waived else ""
             )
         elif state == PROBING:
             decision = "PROBE"
@@ -248,7 +246,7 @@ class _Governor:
             why = {
                 PROBING: "probation passed",
                 ISOLATED: "latency outlier isolation ended",
-            }.get(now[0], "panic over: no isolation left to waive")
+            }.get(now.state, "panic over: no isolation left to waive")
         self.rows.append(
             {
                 "scope": "cluster",
@@ -274,13 +272,13 @@ def _writable(routes: Routes) -> dict[str, set[str]]:
 
 
 def _windows(
-    p: dict[str, Any], sends: pd.DataFrame, policies: Policies, clock_end: int
+    p: PolicyState, sends: pd.DataFrame, policies: Policies, clock_end: int
 ) -> dict[int, dict[str, Any]]:
     """Add the segment's answered sends to their windows' per-topic, per-broker (count, latency
     sum); return the windows that close by ``clock_end``, by their end. The open window is kept
     in the state; a send to a window that closed already is not counted."""
     width = policies.outlier_window_ms
-    kept = p["window"]  # [index, {topic: {broker: [n, sum]}}]: the first window still open
+    kept = p.window
     answered = sends[sends["outcome"].isin(_ANSWERED).to_numpy(bool)]
     frame = pd.DataFrame(
         {
@@ -292,15 +290,15 @@ def _windows(
     )
     windows: dict[int, dict[str, Any]] = {}
     if kept is not None:
-        frame = frame[frame["w"].to_numpy() >= kept[0]]
-        windows[kept[0]] = kept[1]
+        frame = frame[frame["w"].to_numpy() >= kept.index]
+        windows[kept.index] = kept.sums
     sums = frame.groupby(["w", "topic", "broker"], sort=True)["latency"].agg(["count", "sum"])
     for (w, tp, b), (n, s) in zip(sums.index, sums.to_numpy().tolist(), strict=True):
         slot = windows.setdefault(int(w), {}).setdefault(str(tp), {}).setdefault(str(b), [0, 0])
         slot[0] += int(n)
         slot[1] += int(s)
     first_open = clock_end // width
-    p["window"] = [first_open, windows.pop(first_open, {})]
+    p.window = Window(first_open, windows.pop(first_open, {}))
     return {(w + 1) * width: stats for w, stats in sorted(windows.items()) if w < first_open}
 
 
@@ -313,7 +311,7 @@ def release_router(
     None without a route."""
     start = opened.isolated_at_start.get(cluster)
     if start is None:
-        start = {it[0]: it[2] for it in opened.items_at_start.get(cluster, ()) if it[5]}
+        start = {it.broker: it.start for it in opened.items_at_start.get(cluster, ()) if it.pending}
     timeline: dict[str, list[tuple[Key, int | None]]] = {}
     for t, o, e, b, decision, until in sorted(changes, key=lambda c: c[:3]):
         timeline.setdefault(b, []).append(((t, o, e), None if decision == "RESTORE" else until))

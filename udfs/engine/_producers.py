@@ -14,23 +14,23 @@ rows are those of any other split into batches.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
 from udfs.engine._config import PRODUCER, EngineConfig
 from udfs.engine._output import Out
 from udfs.engine._shards import Shard
+from udfs.engine._state import FirstAttempt, Producer, State
 from udfs.rocketmq import Outcome
 
 
 def segments(
-    state: dict[str, Any], events: pd.DataFrame, config: EngineConfig
+    state: State, events: pd.DataFrame, config: EngineConfig
 ) -> list[tuple[pd.DataFrame, int]]:
     """The admitted events (in event-time order) as (events, clock at the end) pieces, cut at each
     deadline that evicts a producer which then sends again in this batch."""
-    end = int(state["clock"])
+    assert state.clock is not None, "segments of admitted events"
+    end = int(state.clock)
     horizon = config.evict_after_ms
     sends = events["kind"].to_numpy(object) == "send_result"
     if horizon is None or not sends.any():
@@ -42,8 +42,8 @@ def segments(
     codes, t = codes[order], t[order]
     first = np.r_[True, codes[1:] != codes[:-1]]
     previous = np.r_[np.int64(0), t[:-1]]
-    known = state["producers"]
-    last = np.array([known[p]["last"] if p in known else np.inf for p in names])  # new: no gap
+    known = state.producers
+    last = np.array([known[p].last if p in known else np.inf for p in names])  # new: no gap
     previous = np.where(first, last[codes], previous)
     returns = t - previous >= horizon
     if not returns.any():
@@ -58,12 +58,12 @@ def segments(
     ]
 
 
-def touch(state: dict[str, Any], sends: pd.DataFrame) -> None:
+def touch(state: State, sends: pd.DataFrame) -> None:
     """Each producer's latest send (its time and event id) in this segment."""
     if not len(sends):
         return
     latest = sends.drop_duplicates("producer_id", keep="last")
-    known = state["producers"]
+    known = state.producers
     for pid, t, eid in zip(
         latest["producer_id"].tolist(),
         latest["event_time"].tolist(),
@@ -72,12 +72,12 @@ def touch(state: dict[str, Any], sends: pd.DataFrame) -> None:
     ):
         producer = known.get(pid)
         if producer is None:
-            known[pid] = {"last": t, "eid": eid, "pub": {}}
-        elif t >= producer["last"]:
-            producer["last"], producer["eid"] = t, eid
+            known[pid] = Producer(t, eid)
+        elif t >= producer.last:
+            producer.last, producer.eid = t, eid
 
 
-def spent_budget(state: dict[str, Any], sends: pd.DataFrame, config: EngineConfig) -> np.ndarray:
+def spent_budget(state: State, sends: pd.DataFrame, config: EngineConfig) -> np.ndarray:
     """Which sends are retries that failed only because the send's budget ran out: a timeout
     or connection failure (any outcome but a broker's answer) on attempt > 0 that lasted at least
     what was left of ``send_msg_timeout_ms`` when it started (the time since the send's first
@@ -104,22 +104,23 @@ def spent_budget(state: dict[str, Any], sends: pd.DataFrame, config: EngineConfi
     attempt = sends["attempt"].to_numpy(np.int64)
     firsts = frame[attempt == 0].drop_duplicates(["pid", "key"], keep="last")
     failed = np.flatnonzero((attempt > 0) & ~sends["outcome"].isin(RETURNED).to_numpy(bool))
-    known = state["producers"]
+    known = state.producers
     if len(failed):
         retries = frame.iloc[failed]
         first = retries.merge(firsts, on=["pid", "key"], how="left", suffixes=("", "_0"))
         began = first["start_0"].to_numpy(np.float64, copy=True)
         for j in np.flatnonzero(np.isnan(began)):  # its first attempt came in an earlier batch
-            send = known.get(retries["pid"].iat[int(j)], {}).get("send")
-            if send is not None and send[0] == retries["key"].iat[int(j)]:
-                began[j] = send[1]
+            producer = known.get(str(retries["pid"].iat[int(j)]))
+            send = None if producer is None else producer.send
+            if send is not None and send.key == retries["key"].iat[int(j)]:
+                began[j] = send.start
         left = config.send_msg_timeout_ms - (retries["start"].to_numpy(np.int64) - began)
         with np.errstate(invalid="ignore"):
             spent = (left < config.send_msg_timeout_ms) & (retries["latency"].to_numpy() >= left)
         out[failed] = spent
     latest = firsts.drop_duplicates("pid", keep="last")
     for pid, key, start in latest[["pid", "key", "start"]].itertuples(index=False):
-        known[pid]["send"] = [key, int(start)]  # its latest first attempt
+        known[pid].send = FirstAttempt(key, int(start))  # its latest first attempt
     return out
 
 
@@ -129,7 +130,7 @@ RETURNED = tuple(o.value for o in Outcome if o.returned)
 
 def evict(
     cluster: str,
-    state: dict[str, Any],
+    state: State,
     clock_end: int,
     config: EngineConfig,
     out: Out,
@@ -141,19 +142,19 @@ def evict(
     if horizon is None:
         return
     limit = clock_end - horizon
-    known = state["producers"]
-    gone = [pid for pid, p in known.items() if p["last"] <= limit]
+    known = state.producers
+    gone = [pid for pid, p in known.items() if p.last <= limit]
     if not gone:
         return
-    tables = state["tables"][PRODUCER]
+    tables = state.tables[PRODUCER]
     rows = []
     for pid in sorted(gone):
         producer = known.pop(pid)
         table = tables.pop(pid, None)
-        state["routing_table"].pop(f"{PRODUCER}|{pid}", None)
+        state.published.pop(f"{PRODUCER}|{pid}", None)
         if not shard.owns(pid):
             continue  # the lead's copy, for the cluster scope: the owner writes the row
-        at = producer["last"] + horizon
+        at = producer.last + horizon
         rows.append(
             {
                 "scope": PRODUCER,
@@ -164,8 +165,8 @@ def evict(
                 "effective_at": at,
                 "available_from": at,
                 "reason": f"no send result for {horizon} ms: the producer's state is forgotten",
-                "cause_event_id": producer["eid"],
-                "profile": table["profile"] if table else "",
+                "cause_event_id": producer.eid,
+                "profile": table.profile if table else "",
             }
         )
     out.rows("broker_decisions", rows)

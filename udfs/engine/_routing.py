@@ -15,14 +15,14 @@ from udfs.engine._nameserver import RouteTimeline
 from udfs.engine._output import Out
 from udfs.engine._queues import Queues
 from udfs.engine._shards import Shard
-from udfs.engine._state import rng
+from udfs.engine._state import PublishInfo, Queue, State, rng
 from udfs.engine._tables import ScopeTables
 from udfs.rocketmq import FaultTable, MessageQueue, SendMode, TopicPublishInfo, select_queue
 
 
 def decide(
     cluster: str,
-    state: dict[str, Any],
+    state: State,
     retries: pd.DataFrame,
     scopes: list[str],
     tables: dict[str, ScopeTables],
@@ -44,7 +44,7 @@ def decide(
 
 def _decide(
     cluster: str,
-    state: dict[str, Any],
+    state: State,
     scope: str,
     row: Any,
     tables: ScopeTables | None,
@@ -92,25 +92,19 @@ def _decide(
         )
         return
     pkey = f"{scope}|{key}|{producer}|{row.topic}"
-    pubs = state["producers"][producer]["pub"]
+    pubs = state.producers[producer].pub
     pub = pubs.get(f"{scope}|{row.topic}")
-    _, digest, fresh_queues, wqn = queues.facts(route)
-    if pub is None or pub["route"] != digest:
-        pub = {
-            "route": digest,
-            "queues": None,  # the route's own
-            "index": None,
-            "seed": f"{row.event_time}|{row.event_id}",
-        }
+    _, digest, _, wqn = queues.facts(route)
+    if pub is None or pub.route != digest:
+        # the route's own queues, its index drawn at this send
+        pub = PublishInfo(digest, None, None, f"{row.event_time}|{row.event_id}")
         pubs[f"{scope}|{row.topic}"] = pub
     mqs = (
-        [MessageQueue(b, q, row.topic) for b, q in pub["queues"]]
-        if pub["queues"] is not None
+        [MessageQueue(b, q, row.topic) for b, q in pub.queues]
+        if pub.queues is not None
         else list(queues.message_queues(route, row.topic))
     )
-    info = TopicPublishInfo(
-        mqs, wqn, pub["index"], rng(config.seed, pkey, pub["seed"], row.event_id)
-    )
+    info = TopicPublishInfo(mqs, wqn, pub.index, rng(config.seed, pkey, pub.seed, row.event_id))
     if table is not None:
         assert tables is not None
         pos = tables.position_of(row.event_id)
@@ -127,11 +121,13 @@ def _decide(
         table.worst = fault.worst_index
         if sel.removed is not None:
             table.remove(sel.removed, pos, int(row.event_time), row.event_id)
-    after = [[q.broker_name, q.queue_id] for q in info.queues]
-    pub["queues"] = None if after == fresh_queues else after
-    if sel.rewritten and swaps:
-        _report_swap(cluster, key, row, before, info.queues, wqn, profile.name, out)
-    pub["index"] = info.index
+    if sel.rewritten:  # RocketMQ 4.x rewrote a queue of the list in place
+        after = [Queue(q.broker_name, q.queue_id) for q in info.queues]
+        fresh = queues.facts(route)[2]
+        pub.queues = None if [list(q) for q in after] == fresh else after
+        if swaps:
+            _report_swap(cluster, key, row, before, info.queues, wqn, profile.name, out)
+    pub.index = info.index
     out.rows(
         "routing_decisions",
         [

@@ -12,12 +12,13 @@ from udfs.engine._faults import Opened
 from udfs.engine._nameserver import RouteTimeline
 from udfs.engine._output import Out
 from udfs.engine._queues import Queues
+from udfs.engine._state import State
 from udfs.engine._tables import Change
 
 
 def publish(
     cluster: str,
-    state: dict[str, Any],
+    state: State,
     opened: Opened,
     changes: dict[str, list[Change]],
     routes: RouteTimeline,
@@ -30,8 +31,8 @@ def publish(
     first event ever, when it falls in this segment: the static routes are published then."""
     scope = opened.scope
     quiet = not routes.history
-    for key, tstate in state["tables"][scope].items():
-        if tstate["profile"] is None:
+    for key, tstate in state.tables[scope].items():
+        if tstate.profile is None:
             continue
         if quiet and key not in changes and key not in opened.new_topics and scope != CLUSTER:
             continue  # nothing that a routing table is made of changed
@@ -57,7 +58,7 @@ def publish(
 
 def _rows(
     cluster: str,
-    state: dict[str, Any],
+    state: State,
     scope: str,
     key: str,
     points: list[tuple[int, int, str, int, Any]],
@@ -65,7 +66,7 @@ def _rows(
     routes: dict[str, Any],
     queues: Queues,
 ) -> list[dict[str, Any]]:
-    last = state["routing_table"].setdefault(f"{scope}|{key}", {})
+    last = state.published.setdefault(f"{scope}|{key}", {})
     known = set(last)
     rows = []
     for t, _, eid, what, payload in points:

@@ -1,31 +1,257 @@
-"""One cluster's state between batches: a versioned JSON document, and its migrations."""
+"""One cluster's state between batches: its one declared shape (:class:`State` and the types it
+holds), the codec Spark stores it with, and the migrations from older versions.
+
+Every part of the state is declared here, with its fields named; the stages read and change
+these objects and add no keys of their own. The codec writes each object as the list of its
+fields in declaration order (``msgpack``), compresses the whole with zstd and stores it as
+base64 text, since Spark's state column is a string: ``5:<raw length>:<base64>``. The ids of the
+events within the allowed lateness, most of a busy cluster's state, are 64-bit hashes in NumPy
+arrays (:class:`Seen`). Versions 1 to 4 were JSON documents; :func:`loads` converts them.
+"""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import random
-from collections.abc import Mapping
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
+
+import msgpack
+import numpy as np
+import pandas as pd
+import pyarrow as pa
 
 from udfs.engine._config import CLUSTER, PRODUCER, Route
 from udfs.rocketmq import TopicPublishInfo
+from udfs.schedule import Waiting
 
-STATE_VERSION = 4
+STATE_VERSION = 5
 
 
-def new_state() -> dict[str, Any]:
-    return {
-        "v": STATE_VERSION,
-        "clock": None,
-        "tables": {CLUSTER: {}, PRODUCER: {}},
-        "producers": {},
-        "routes": {},
-        "heartbeats": {},
-        "routing_table": {},
-        "schedule": {},
-        "seen": {},
-    }
+class Item(NamedTuple):
+    """A FaultItem as a stored FaultTable keeps it, with the isolation it stands for."""
+
+    broker: str
+    latency: int
+    start: int
+    reachable: bool
+    updated_at: int
+    pending: bool
+    """Isolated until ``start``, and no ``RESTORE`` written yet."""
+    cause: str
+    """The event that set ``start``."""
+
+
+@dataclass
+class Table:
+    """One scope key's FaultTable (RocketMQ's ``LatencyFaultToleranceImpl``)."""
+
+    profile: str | None = None
+    """The profile of its latest event; None until the cluster scope's table is first used."""
+    items: list[Item] = field(default_factory=list)
+    """In the table's iteration order (a ``ConcurrentHashMap``'s)."""
+    cap: int = 32
+    """The map's capacity, which decides that order."""
+    worst: int | None = None
+    """``whichItemWorst``: None until drawn."""
+    topics: list[str] = field(default_factory=list)
+    """The topics the producer sent to (producer scope), sorted."""
+    due: int | None = None
+    """The earliest end of a pending isolation."""
+
+
+class Queue(NamedTuple):
+    broker: str
+    queue_id: int
+
+
+@dataclass
+class PublishInfo:
+    """A producer's ``TopicPublishInfo`` for a topic in a scope: its route's digest, its queues
+    where RocketMQ 4.x rewrote them (None: the route's own) and its ``sendWhichQueue`` index."""
+
+    route: str
+    queues: list[Queue] | None
+    index: int | None
+    seed: str
+    """Where its random index start is drawn from."""
+
+
+class FirstAttempt(NamedTuple):
+    """A producer's latest first attempt: which send (``message_id|redelivery_count``) and when
+    it started."""
+
+    key: str
+    start: int
+
+
+@dataclass
+class Producer:
+    """A producer instance (RocketMQ's ``clientId``)."""
+
+    last: int
+    """Its latest send's time."""
+    eid: str | None
+    """Its latest send's event id."""
+    pub: dict[str, PublishInfo] = field(default_factory=dict)
+    """Per ``scope|topic``."""
+    send: FirstAttempt | None = None
+
+
+@dataclass
+class Heartbeat:
+    """The NameServer's view of a broker: its last heartbeat, and whether a scan dropped it."""
+
+    last: int
+    expired: bool
+    eid: str
+
+
+@dataclass
+class Half:
+    """A transactional half message waiting on its broker."""
+
+    broker: str
+    topic: str
+    group: str
+    producer: str
+    message_id: str
+    born: int
+    stored: int
+    profile: str
+    immunity_ms: int | None
+    checks: int = 0
+    """``TRANSACTION_CHECK_TIMES``: wakes that checked it or re-appended it under its immunity."""
+    copied: bool = False
+    """A check re-appended a copy, which a late first-phase end does not reach."""
+    ended: str | None = None
+    """A first-phase end the broker applied to the original while a check's copy waits."""
+    notified: bool = False
+    lost: str | None = None
+    """The end it was sent while its broker was unavailable, until a check confirms it lost."""
+    doubt: int = 0
+    """Checks predicted since that end, none of them reported."""
+    wake: int = 0
+    """Its next wake."""
+
+
+class Shown(NamedTuple):
+    """What the policies' rows so far tell a reader of a broker."""
+
+    state: str
+    until: int
+    waived: bool
+    """Kept in the route by the isolation cap."""
+
+
+class Isolated(NamedTuple):
+    until: int
+    cause: str | None
+
+
+@dataclass
+class Window:
+    """The first latency window still open: per topic, per broker, (sends, latency sum)."""
+
+    index: int
+    sums: dict[str, dict[str, list[int]]]
+
+
+@dataclass
+class PolicyState:
+    """faultline's own policies over the cluster scope (:mod:`udfs.engine._policies`)."""
+
+    base: dict[str, Isolated] = field(default_factory=dict)
+    """The FaultTable's isolations and their causes."""
+    outlier: dict[str, Isolated] = field(default_factory=dict)
+    """Latency outliers' isolations, with the reason as cause."""
+    since: dict[str, int] = field(default_factory=dict)
+    """When each broker isolated now became so."""
+    probe: dict[str, int] = field(default_factory=dict)
+    """Probations' ends."""
+    shown: dict[str, Shown] = field(default_factory=dict)
+    window: Window | None = None
+
+
+@dataclass
+class Seen:
+    """The ids of the events within the allowed lateness, to recognise a repeated record: the
+    64-bit SipHash-2-4 of each id (:func:`id_hashes`), grouped by second of event time, so that a
+    second is dropped at once. A new id whose hash equals one kept counts as a repeat: with
+    ``n`` ids kept, a chance of ``n / 2**64`` (about 3e-15 at 50,000 ids)."""
+
+    seconds: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    """The seconds kept, ascending."""
+    counts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    """How many ids each of them holds."""
+    hashes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
+    """The ids' hashes, second by second."""
+
+    def __len__(self) -> int:
+        return len(self.hashes)
+
+    def contains(self, hashes: np.ndarray) -> np.ndarray:
+        found: np.ndarray = np.isin(hashes, self.hashes)
+        return found
+
+    def remember(self, hashes: np.ndarray, times: np.ndarray, horizon: int) -> Seen:
+        """The ids to keep: those kept and these (``times`` in ms) of events at or after
+        ``horizon`` (an older one is late anyway)."""
+        first = horizon // 1000
+        keep = self.seconds >= first
+        old_seconds = np.repeat(self.seconds, self.counts)
+        fresh = times >= horizon
+        seconds = np.concatenate([old_seconds[np.repeat(keep, self.counts)], times[fresh] // 1000])
+        ids = np.concatenate([self.hashes[np.repeat(keep, self.counts)], hashes[fresh]])
+        order = np.argsort(seconds, kind="stable")
+        unique, counts = np.unique(seconds[order], return_counts=True)
+        return Seen(unique.astype(np.int64), counts.astype(np.int64), ids[order])
+
+
+HASH_KEY = "0123456789123456"
+"""SipHash's key for :func:`id_hashes` (pandas' default, named so that it never changes)."""
+
+
+def id_hashes(ids: Iterable[str] | np.ndarray) -> np.ndarray:
+    """64-bit SipHash-2-4 of each event id's UTF-8 bytes."""
+    values = np.asarray(ids if isinstance(ids, np.ndarray) else list(ids), dtype=object)
+    hashed: np.ndarray = pd.util.hash_array(
+        values, encoding="utf8", hash_key=HASH_KEY, categorize=False
+    )
+    return hashed
+
+
+@dataclass
+class State:
+    """One cluster's state (or one shard's part of it: :mod:`udfs.engine._shards`)."""
+
+    clock: int | None = None
+    """The largest accepted event time."""
+    tables: dict[str, dict[str, Table]] = field(default_factory=lambda: {CLUSTER: {}, PRODUCER: {}})
+    """Per scope, per scope key (the cluster, or a producer id)."""
+    producers: dict[str, Producer] = field(default_factory=dict)
+    routes: dict[str, list[list[Any]]] = field(default_factory=dict)
+    """The declared routes: per topic, ``[broker, write_queue_nums, perm]`` sorted."""
+    heartbeats: dict[str, Heartbeat] = field(default_factory=dict)
+    published: dict[str, dict[str, str]] = field(default_factory=dict)
+    """The digest of the last routing table published, per ``scope|key``, per topic."""
+    schedule: dict[str, list[Waiting]] = field(default_factory=dict)
+    """The delay queues: per level, in delivery order."""
+    transactions: dict[str, Half] = field(default_factory=dict)
+    """Half messages waiting, per transaction id."""
+    transactions_due: int | None = None
+    """The earliest wake of a half message."""
+    answered: dict[str, str] = field(default_factory=dict)
+    """Per broker, the outcome of the last send it answered or did not."""
+    policies: PolicyState = field(default_factory=PolicyState)
+    seen: Seen = field(default_factory=Seen)
+
+
+def new_state() -> State:
+    return State()
 
 
 class Isolation(NamedTuple):
@@ -38,24 +264,141 @@ class Isolation(NamedTuple):
     cause: str
 
 
-def isolations(state: Mapping[str, Any], scope: str) -> list[Isolation]:
-    """The isolations in a scope's stored tables (an item is ``[broker, latency, start,
-    reachable, updated_at, isolating, cause]``), ended ones included: compare ``until`` with the
-    clock."""
+def isolations(state: State, scope: str) -> list[Isolation]:
+    """The isolations in a scope's stored tables, ended ones included: compare ``until`` with
+    the clock."""
     return sorted(
-        Isolation(key, it[0], int(it[2]), str(it[6]))
-        for key, table in state["tables"][scope].items()
-        for it in table["items"]
-        if it[5]
+        Isolation(key, it.broker, it.start, it.cause)
+        for key, table in state.tables[scope].items()
+        for it in table.items
+        if it.pending
     )
 
 
-def dumps(state: Mapping[str, Any]) -> str:
-    return json.dumps(state, separators=(",", ":"), sort_keys=True)
+# --- the codec ------------------------------------------------------------------------------------
 
 
-def loads(text: str) -> dict[str, Any]:
-    state: dict[str, Any] = json.loads(text)
+def dumps(state: State) -> str:
+    raw = msgpack.packb(_encode(state), use_bin_type=True)
+    packed = pa.compress(raw, codec="zstd", asbytes=True)
+    return f"{STATE_VERSION}:{len(raw)}:{base64.b64encode(packed).decode('ascii')}"
+
+
+def loads(text: str) -> State:
+    if text.startswith("{"):
+        return _from_json(json.loads(text))
+    version, size, body = text.split(":", 2)
+    if int(version) != STATE_VERSION:
+        raise ValueError(
+            f"state schema version {version} is not {STATE_VERSION}: this checkpoint was "
+            "written by a newer faultline version; start from a new checkpoint"
+        )
+    raw = pa.decompress(base64.b64decode(body), int(size), codec="zstd", asbytes=True)
+    return _decode(msgpack.unpackb(raw, raw=False, strict_map_key=False, use_list=True))
+
+
+def _encode(s: State) -> list[Any]:
+    """Every map in key order, as versions 1 to 4 wrote them (JSON with sorted keys): the next
+    batch meets the keys in the same order however the state came about."""
+    p = s.policies
+    return [
+        s.clock,
+        {
+            scope: {
+                k: [t.profile, t.items, t.cap, t.worst, t.topics, t.due]
+                for k, t in sorted(tables.items())
+            }
+            for scope, tables in sorted(s.tables.items())
+        },
+        {
+            pid: [
+                pr.last,
+                pr.eid,
+                {k: [i.route, i.queues, i.index, i.seed] for k, i in sorted(pr.pub.items())},
+                pr.send,
+            ]
+            for pid, pr in sorted(s.producers.items())
+        },
+        _sorted(s.routes),
+        {b: [h.last, h.expired, h.eid] for b, h in sorted(s.heartbeats.items())},
+        _sorted(s.published),
+        _sorted(s.schedule),
+        {tx: list(vars(h).values()) for tx, h in sorted(s.transactions.items())},
+        s.transactions_due,
+        _sorted(s.answered),
+        [
+            _sorted(p.base),
+            _sorted(p.outlier),
+            _sorted(p.since),
+            _sorted(p.probe),
+            _sorted(p.shown),
+            None if p.window is None else [p.window.index, _sorted(p.window.sums)],
+        ],
+        [s.seen.seconds.tobytes(), s.seen.counts.tobytes(), s.seen.hashes.tobytes()],
+    ]
+
+
+def _sorted(value: Any) -> Any:
+    """A map (and the maps in it) in key order."""
+    if isinstance(value, dict):
+        return {k: _sorted(v) for k, v in sorted(value.items())}
+    return value
+
+
+def _decode(v: list[Any]) -> State:
+    (clock, tables, producers, routes, heartbeats, published, schedule, transactions, due,
+     answered, policies, seen) = v  # fmt: skip
+    base, outlier, since, probe, shown, window = policies
+    item, queue, waiting, isolated = Item._make, Queue._make, Waiting._make, Isolated._make
+    return State(
+        clock=clock,
+        tables={
+            scope: {
+                k: Table(profile, [item(x) for x in items], cap, worst, topics, t_due)
+                for k, (profile, items, cap, worst, topics, t_due) in keyed.items()
+            }
+            for scope, keyed in tables.items()
+        },
+        producers={
+            pid: Producer(
+                last,
+                eid,
+                {
+                    k: PublishInfo(r, None if q is None else [queue(x) for x in q], i, sd)
+                    for k, (r, q, i, sd) in pub.items()
+                },
+                None if send is None else FirstAttempt._make(send),
+            )
+            for pid, (last, eid, pub, send) in producers.items()
+        },
+        routes=routes,
+        heartbeats={b: Heartbeat(*h) for b, h in heartbeats.items()},
+        published=published,
+        schedule={level: [waiting(x) for x in q] for level, q in schedule.items()},
+        transactions={tx: Half(*h) for tx, h in transactions.items()},
+        transactions_due=due,
+        answered=answered,
+        policies=PolicyState(
+            {b: isolated(x) for b, x in base.items()},
+            {b: isolated(x) for b, x in outlier.items()},
+            since,
+            probe,
+            {b: Shown._make(x) for b, x in shown.items()},
+            None if window is None else Window(window[0], window[1]),
+        ),
+        seen=Seen(
+            np.frombuffer(seen[0], np.int64).copy(),
+            np.frombuffer(seen[1], np.int64).copy(),
+            np.frombuffer(seen[2], np.uint64).copy(),
+        ),
+    )
+
+
+# --- versions 1 to 4: JSON documents --------------------------------------------------------------
+
+
+def _from_json(state: dict[str, Any]) -> State:
+    """A version 1 to 4 state (JSON), converted."""
     if state.get("v") == 1:  # version 1 kept no event ids: nothing applied before is known
         state = {**state, "v": 2, "seen": {}}
     if state.get("v") == 2:  # version 2 kept whole routes where version 3 keeps their digests
@@ -70,12 +413,76 @@ def loads(text: str) -> dict[str, Any]:
         }
     if state.get("v") == 3:  # version 3 kept publish infos in one map, not per producer
         state = _per_producer(state)
-    if state.get("v") != STATE_VERSION:
+    if state.get("v") != 4:
         raise ValueError(
             f"state schema version {state.get('v')} is not {STATE_VERSION}: this checkpoint was "
             "written by another faultline version; start from a new checkpoint"
         )
-    return state
+    return _typed(state)
+
+
+def _typed(v4: dict[str, Any]) -> State:
+    """A version 4 state (JSON, with lists read by position) in version 5's types."""
+    p = v4.get("policies") or {}
+    window = p.get("window")
+    seconds = sorted(v4["seen"], key=int)
+    ids = [eid for s in seconds for eid in v4["seen"][s]]
+    return State(
+        clock=v4["clock"],
+        tables={
+            scope: {
+                k: Table(
+                    t["profile"],
+                    [Item(*it) for it in t["items"]],
+                    t["cap"],
+                    t["worst"],
+                    t["topics"],
+                    t.get("due", min((it[2] for it in t["items"] if it[5]), default=None)),
+                )
+                for k, t in v4["tables"][scope].items()
+            }
+            for scope in (CLUSTER, PRODUCER)
+        },
+        producers={
+            pid: Producer(
+                pr["last"],
+                pr["eid"],
+                {
+                    k: PublishInfo(
+                        i["route"],
+                        None if i["queues"] is None else [Queue(*q) for q in i["queues"]],
+                        i["index"],
+                        i["seed"],
+                    )
+                    for k, i in pr["pub"].items()
+                },
+                None if pr.get("send") is None else FirstAttempt(*pr["send"]),
+            )
+            for pid, pr in v4["producers"].items()
+        },
+        routes=v4["routes"],
+        heartbeats={
+            b: Heartbeat(h["last"], h["expired"], h["eid"]) for b, h in v4["heartbeats"].items()
+        },
+        published=v4["routing_table"],
+        schedule={level: [Waiting(*e) for e in q] for level, q in v4.get("schedule", {}).items()},
+        transactions={tx: Half(*h) for tx, h in v4.get("transactions", {}).items()},
+        transactions_due=v4.get("transactions_due"),
+        answered=v4.get("answered", {}),
+        policies=PolicyState(
+            {b: Isolated(*x) for b, x in p.get("base", {}).items()},
+            {b: Isolated(*x) for b, x in p.get("outlier", {}).items()},
+            p.get("since", {}),
+            p.get("probe", {}),
+            {b: Shown(*x) for b, x in p.get("shown", {}).items()},
+            None if window is None else Window(window[0], window[1]),
+        ),
+        seen=Seen(
+            np.array([int(s) for s in seconds], np.int64),
+            np.array([len(v4["seen"][s]) for s in seconds], np.int64),
+            id_hashes(ids) if ids else np.zeros(0, np.uint64),
+        ),
+    )
 
 
 def digest(value: Any) -> str:

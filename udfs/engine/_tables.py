@@ -13,6 +13,7 @@ import pandas as pd
 
 from udfs.engine._config import NO_ITEM, EngineConfig
 from udfs.engine._output import Out
+from udfs.engine._state import Item, Table
 from udfs.rocketmq import FaultItem, FaultTable, Outcome, Profile, SendMode, attempt_effect
 from udfs.rocketmq._fault import _ConcurrentHashMapOrder
 from udfs.rocketmq._vector import not_available_durations, start_timestamps
@@ -94,16 +95,16 @@ class _Table:
             by.setdefault(b, []).append(p)
         self.by_broker = {b: np.asarray(p, dtype=np.int64) for b, p in by.items()}
         self.order = _ConcurrentHashMapOrder(
-            self.tstate["cap"], [it[0] for it in self.tstate["items"]]
+            self.tstate.cap, [it.broker for it in self.tstate.items]
         )
         self.insertions = sorted(
             (int(p[0]), b) for b, p in self.by_broker.items() if b not in self.init
         )
         self.removals: list[tuple[str, int, int, str]] = []  # broker, pos, time, event_id
         self.removed_after: dict[str, int] = {}
-        self.worst = self.tstate["worst"]
-        self._size = len(self.tstate["items"])
-        self._current = {b: FaultItem(*it[:5]) for b, it in self.init.items()}
+        self.worst = self.tstate.worst
+        self._size = len(self.tstate.items)
+        self._current = {b: _fault_item(it) for b, it in self.init.items()}
         self._cursor = -1
         """``_current`` holds each broker's item as of row ``_cursor``: snapshots are taken in
         the order of the rows, so each row is applied once."""
@@ -126,7 +127,7 @@ class _Table:
             if removed is not None:
                 return None
             it = self.init.get(broker)
-            return None if it is None else FaultItem(it[0], it[1], it[2], it[3], it[4])
+            return None if it is None else _fault_item(it)
         assert positions is not None
         row = int(positions[idx])
         if removed is not None and row < removed:
@@ -194,7 +195,7 @@ class ScopeTables:
     def __init__(
         self,
         scope: str,
-        tstates: dict[str, dict[str, Any]],
+        tstates: dict[str, Table],
         profiles: dict[str, Profile],
         rows: pd.DataFrame,
     ) -> None:
@@ -202,13 +203,13 @@ class ScopeTables:
         event_id, phase); ``profiles`` gives each key's profile for this batch."""
         self.scope, self.tstates, self.profiles = scope, tstates, profiles
         keys = rows["key"].to_numpy(object)
-        self.init: dict[str, dict[str, list[Any]]] = {
-            k: {it[0]: it for it in tstates[k]["items"]} for k in pd.unique(keys)
+        self.init: dict[str, dict[str, Item]] = {
+            k: {it.broker: it for it in tstates[k].items} for k in pd.unique(keys)
         }
         brokers = rows["broker"].to_numpy(object)
         updated = np.fromiter(
             (
-                it[4] if (it := self.init[k].get(b)) is not None else NO_ITEM
+                it.updated_at if (it := self.init[k].get(b)) is not None else NO_ITEM
                 for k, b in zip(keys.tolist(), brokers.tolist(), strict=True)
             ),
             dtype=np.int64,
@@ -239,13 +240,13 @@ class ScopeTables:
         self.pairs = [[key_names[c // width], broker_names[c % width]] for c in codes.tolist()]
         init_items = [self.init[k].get(b) for k, b in self.pairs]
         self.init_start = np.array(
-            [it[2] if it is not None else NO_ITEM for it in init_items], dtype=np.int64
+            [it.start if it is not None else NO_ITEM for it in init_items], dtype=np.int64
         )
         self.init_pending = np.array(
-            [bool(it[5]) if it is not None else False for it in init_items], dtype=bool
+            [it.pending if it is not None else False for it in init_items], dtype=bool
         )
         self.init_cause = np.array(
-            [it[6] if it is not None else "" for it in init_items], dtype=object
+            [it.cause if it is not None else "" for it in init_items], dtype=object
         )
         self.dur = np.zeros(n, dtype=np.int64)
         self.start = np.zeros(n, dtype=np.int64)
@@ -356,9 +357,9 @@ class ScopeTables:
                     index[(k, b)] = len(self.pairs)
                     self.pairs.append([k, b])
                     it = self.init[k].get(b)
-                    self.init_start = np.append(self.init_start, it[2] if it else NO_ITEM)
-                    self.init_pending = np.append(self.init_pending, bool(it[5]) if it else False)
-                    self.init_cause = np.append(self.init_cause, it[6] if it else "")
+                    self.init_start = np.append(self.init_start, it.start if it else NO_ITEM)
+                    self.init_pending = np.append(self.init_pending, it.pending if it else False)
+                    self.init_cause = np.append(self.init_cause, it.cause if it else "")
                 extra_pair.append(index[(k, b)])
             pair = np.append(pair, extra_pair)
             order = np.append(order, [p + 0.5 for _, (_b, p, _t, _e) in removals])
@@ -384,11 +385,10 @@ class ScopeTables:
             self.init_cause,
             clock_end,
         )
-        by_key: dict[str, dict[str, list[Any]]] = {}
-        for p, item in last.items():
+        by_key: dict[str, dict[str, Item]] = {}
+        for p, values in last.items():
             k, b = self.pairs[p]
-            item[0] = b
-            by_key.setdefault(k, {})[b] = item
+            by_key.setdefault(k, {})[b] = Item(b, *values)
         keyed = [
             (*self.pairs[p], d, at, until, why, cause, o)
             for p, d, at, until, why, cause, o in decisions
@@ -397,9 +397,7 @@ class ScopeTables:
             self._store(key, by_key.get(key, {}), clock_end, keyed)
         return emit(self.scope, cluster, self.profiles.__getitem__, keyed, out)
 
-    def _store(
-        self, key: str, last: dict[str, list[Any]], clock_end: int, decisions: list[Any]
-    ) -> None:
+    def _store(self, key: str, last: dict[str, Item], clock_end: int, decisions: list[Any]) -> None:
         """The key's items after the batch, in the table's iteration order; isolations of
         brokers without updates that ran out on the clock end."""
         tstate = self.tstates[key]
@@ -409,45 +407,51 @@ class ScopeTables:
             view = self.view(key)  # new brokers join the table's order where they first appear
         if view is not None:
             names = list(view.final_order())
-            tstate["cap"] = view.order.capacity
-            tstate["worst"] = view.worst
+            tstate.cap = view.order.capacity
+            tstate.worst = view.worst
         else:
-            names = [it[0] for it in tstate["items"]]
-        tstate["items"] = _settle(key, names, last, init, clock_end, decisions)
-        tstate["due"] = min((it[2] for it in tstate["items"] if it[5]), default=None)
+            names = [it.broker for it in tstate.items]
+        tstate.items = _settle(key, names, last, init, clock_end, decisions)
+        tstate.due = _due(tstate.items)
 
 
 def _settle(
     key: str,
     names: list[str],
-    last: dict[str, list[Any]],
-    init: dict[str, list[Any]],
+    last: dict[str, Item],
+    init: dict[str, Item],
     clock_end: int,
     decisions: list[Any],
-) -> list[list[Any]]:
+) -> list[Item]:
     items = []
     for b in names:
         if b in last:
             items.append(last[b])
             continue
-        it = list(init[b])
-        if it[5] and it[2] <= clock_end:
-            decisions.append((key, b, "RESTORE", it[2], it[2], "isolation ended", it[6], 0))
-            it[5] = False
+        it = init[b]
+        if it.pending and it.start <= clock_end:
+            why = "isolation ended"
+            decisions.append((key, b, "RESTORE", it.start, it.start, why, it.cause, 0))
+            it = it._replace(pending=False)
         items.append(it)
     return items
 
 
-def expire_idle(key: str, tstate: dict[str, Any], clock_end: int, decisions: list[Any]) -> None:
+def _due(items: list[Item]) -> int | None:
+    return min((it.start for it in items if it.pending), default=None)
+
+
+def _fault_item(it: Item) -> FaultItem:
+    return FaultItem(it.broker, it.latency, it.start, it.reachable, it.updated_at)
+
+
+def expire_idle(key: str, tstate: Table, clock_end: int, decisions: list[Any]) -> None:
     """A table without rows this batch: isolations that ran out on the clock end."""
-    due = tstate.get("due", -(2**63))
-    if due is None or due > clock_end:
+    if tstate.due is None or tstate.due > clock_end:
         return
-    init = {it[0]: it for it in tstate["items"]}
-    tstate["items"] = _settle(
-        key, [it[0] for it in tstate["items"]], {}, init, clock_end, decisions
-    )
-    tstate["due"] = min((it[2] for it in tstate["items"] if it[5]), default=None)
+    init = {it.broker: it for it in tstate.items}
+    tstate.items = _settle(key, list(init), {}, init, clock_end, decisions)
+    tstate.due = _due(tstate.items)
 
 
 def emit(
@@ -491,9 +495,9 @@ def _decide(
     init_pending: np.ndarray,
     init_cause: np.ndarray,
     clock_end: int,
-) -> tuple[list[tuple[int, str, int, int, str, str, int]], dict[int, list[Any]]]:
+) -> tuple[list[tuple[int, str, int, int, str, str, int]], dict[int, tuple[Any, ...]]]:
     """Availability changes per (key, broker) pair from its sequence of starts (vectorized), and
-    each pair's final item ``[name, latency, start, reachable, updated_at, pending, cause]``.
+    each pair's final item but its broker (:class:`Item`'s other fields).
     Decisions are ``(pair, decision, effective_at, available_from, reason, cause, order)``."""
     if len(pair) == 0:
         return [], {}
@@ -553,7 +557,7 @@ def _decide(
             else "a later update ended the isolation at once (4.x overwrite)"
         )
         decisions.append((int(p[i]), "RESTORE", int(t[i]), int(t[i]), reason, eid[i], 1))
-    last: dict[int, list[Any]] = {}
+    last: dict[int, tuple[Any, ...]] = {}
     ends = np.append(np.flatnonzero(first)[1:], len(p)) - 1
     for i in ends.tolist():
         if removal[i]:
@@ -565,13 +569,12 @@ def _decide(
                  cause_arr[i], 0)
             )  # fmt: skip
             pending = False
-        last[int(p[i])] = [
-            None,  # the broker's name: filled in by the caller
+        last[int(p[i])] = (
             int(latency[i]),
             int(start[i]),
             bool(reachable[i]),
             int(t[i]),
             pending,
             cause_arr[i] or "",
-        ]
+        )
     return decisions, last

@@ -24,7 +24,6 @@ count, which runs ahead while a broker is down (faultline cannot see a broker's 
 from __future__ import annotations
 
 import heapq
-from dataclasses import astuple, dataclass, fields
 from datetime import UTC, datetime
 from typing import Any
 
@@ -35,6 +34,7 @@ from udfs._frames import tuples
 from udfs.engine._config import EngineConfig
 from udfs.engine._nameserver import RouteTimeline
 from udfs.engine._output import Out
+from udfs.engine._state import Half, State
 from udfs.engine._tables import Change
 from udfs.rocketmq import (
     CHECK_MAX_TIME_TOPIC,
@@ -69,38 +69,6 @@ UNCONFIRMED = 2
 """Predicted checks after a likely lost end without a reported check: then it was not lost."""
 
 
-@dataclass
-class Half:
-    """A half message waiting on its broker, as the state keeps it (a list in field order)."""
-
-    broker: str
-    topic: str
-    group: str
-    producer: str
-    message_id: str
-    born: int
-    stored: int
-    profile: str
-    immunity_ms: int | None
-    checks: int = 0
-    """``TRANSACTION_CHECK_TIMES``: wakes that checked it or re-appended it under its immunity."""
-    copied: bool = False
-    """A check re-appended a copy, which a late first-phase end does not reach."""
-    ended: str | None = None
-    """A first-phase end the broker applied to the original while a check's copy waits."""
-    notified: bool = False
-    lost: str | None = None
-    """The end it was sent while its broker was unavailable, until a check confirms it lost."""
-    doubt: int = 0
-    """Checks predicted since that end, none of them reported."""
-    wake: int = 0
-    """Its next wake."""
-
-
-_WAKE, _STORED_AT = (next(i for i, f in enumerate(fields(Half)) if f.name == n)
-                     for n in ("wake", "stored"))  # fmt: skip
-
-
 def prepared(sends: pd.DataFrame) -> np.ndarray:
     """Which sends are of a transactional half message (stored or not)."""
     half: np.ndarray = sends["transaction"].to_numpy(object) == "PREPARED"
@@ -109,7 +77,7 @@ def prepared(sends: pd.DataFrame) -> np.ndarray:
 
 def transact(
     cluster: str,
-    state: dict[str, Any],
+    state: State,
     events: pd.DataFrame,
     sends: pd.DataFrame,
     isolated: dict[str, int],
@@ -122,15 +90,15 @@ def transact(
     """The segment's transaction rows, in event-time order, and the wakes up to ``clock_end``.
     ``isolated`` and ``changes`` are the cluster scope's isolations at the segment's start and
     its availability changes during it (empty without the cluster scope)."""
-    store: dict[str, list[Any]] = state.setdefault("transactions", {})
+    store = state.transactions
     kinds = events["kind"].to_numpy(object)
     is_end = (kinds == "transaction_end") | (kinds == "transaction_check")
     is_half = prepared(sends) & np.isin(sends["outcome"].to_numpy(object), list(_STORED))
-    due = state.get("transactions_due")
+    due = state.transactions_due
     if not is_end.any() and not is_half.any() and (due is None or due > clock_end):
         return
     ends, halves = events[is_end], sends[is_half]
-    reach = _Reach(isolated, changes, routes, state.setdefault("answered", {}), sends)
+    reach = _Reach(isolated, changes, routes, state.answered, sends)
     run = _Run(cluster, store, reach, config, out)
     items = [(int(t), str(e), 0, r) for t, e, r in _rows(halves)]
     items += [(int(t), str(e), 1, r) for t, e, r in _rows(ends)]
@@ -140,7 +108,7 @@ def transact(
         run.apply_end(t, eid, row) if what else run.prepare(t, eid, row)
     run.wakes(clock_end)
     run.save()
-    state["transactions_due"] = min((h[_WAKE] for h in store.values()), default=None)
+    state.transactions_due = min((h.wake for h in store.values()), default=None)
 
 
 class _Reach:
@@ -196,11 +164,11 @@ class _Reach:
         return str(self.outcomes[rows[i - 1]]) if i else self.last.get(broker)
 
 
-def remember_answers(state: dict[str, Any], sends: pd.DataFrame) -> None:
+def remember_answers(state: State, sends: pd.DataFrame) -> None:
     """Each broker's last send outcome, for :class:`_Answers` in later segments (sends are in
     event order)."""
     brokers, outcomes = sends["broker_name"].tolist(), sends["outcome"].tolist()
-    state.setdefault("answered", {}).update(zip(brokers, outcomes, strict=True))  # last wins
+    state.answered.update(zip(brokers, outcomes, strict=True))  # last wins
 
 
 _FIELDS = ["kind", "broker_name", "topic", "producer_id", "producer_group", "client_profile",
@@ -220,7 +188,7 @@ class _Run:
     def __init__(
         self,
         cluster: str,
-        store: dict[str, list[Any]],
+        store: dict[str, Half],
         reach: _Reach,
         config: EngineConfig,
         out: Out,
@@ -232,16 +200,13 @@ class _Run:
             config,
             out,
         )
-        self.halves: dict[str, Half] = {}
         self.configs: dict[str, TransactionConfig] = {}
-        self.heap = [(h[_WAKE], h[_STORED_AT], tx) for tx, h in store.items()]
+        self.heap = [(h.wake, h.stored, tx) for tx, h in store.items()]
         heapq.heapify(self.heap)
         self.rows: list[dict[str, Any]] = []
 
     def half(self, tx: str) -> Half | None:
-        if tx not in self.halves and tx in self.store:
-            self.halves[tx] = Half(*self.store[tx])
-        return self.halves.get(tx)
+        return self.store.get(tx)
 
     def settings(self, h: Half) -> TransactionConfig:
         return self.settings_of(self.config.profile(h.profile))
@@ -252,9 +217,6 @@ class _Run:
         return self.configs[profile.name]
 
     def save(self) -> None:
-        for tx, h in self.halves.items():
-            if tx in self.store:
-                self.store[tx] = list(astuple(h))
         self.out.rows("transactions", self.rows)
 
     def wakes(self, until: int) -> None:
@@ -316,8 +278,7 @@ class _Run:
             immunity,
         )
         h.wake = next_wake(c, t)
-        self.halves[tx] = h
-        self.store[tx] = []  # filled by save
+        self.store[tx] = h
         heapq.heappush(self.heap, (h.wake, h.stored, tx))
         why = f"half message stored on {h.broker}: waits for its end"
         if r.outcome != Outcome.SEND_OK:
@@ -399,7 +360,6 @@ class _Run:
 
     def drop(self, tx: str) -> None:
         self.store.pop(tx, None)
-        self.halves.pop(tx, None)
 
     def row(
         self,
