@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from tests.engine.conftest import T0, beat, decisions, route, run, send, table
 from udfs import engine
+from udfs.rocketmq import PROFILES, FaultTable
 
 CLUSTER_5 = engine.EngineConfig(scopes=("cluster",))
 PRODUCER = engine.EngineConfig(scopes=("producer",))
@@ -236,3 +239,22 @@ def test_every_applied_heartbeat_is_a_row() -> None:
         ("x", 1000),
         ("y", 2000),
     ]  # the repeated one is a duplicate
+
+
+@pytest.mark.parametrize("retry", [False, True])
+def test_brokers_join_a_table_in_the_order_rocketmq_iterates_it(retry: bool) -> None:
+    """30 brokers met for the first time in one batch (the map resizes at 24) are stored in the
+    iteration order of RocketMQ's ConcurrentHashMap after the same updates, whether or not a
+    routing decision read the table in the batch."""
+    brokers = [f"b-{i * 7 % 30:02d}" for i in range(30)]
+    rows = [send(f"e{i:02d}", 1000 * i, b) for i, b in enumerate(brokers)]
+    if retry:  # a failed attempt with attempts left: the decision reads the table
+        rows[3] = send("e03", 3000, brokers[3], "REMOTING_EXCEPTION", attempt=0, max_attempts=3)
+    state = run(rows).state
+    core = FaultTable(PROFILES["rocketmq-4.9"], rng=random.Random(0))
+    for i, b in enumerate(brokers):
+        core.update(b, 10, 0, T0 + 1000 * i)
+    stored = state.tables[engine.PRODUCER]["p"]
+    assert [it.broker for it in stored.items] == [it.name for it in core]
+    assert [it.broker for it in stored.items] != sorted(brokers) != brokers
+    assert stored.cap == 64

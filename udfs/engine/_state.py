@@ -303,13 +303,7 @@ def _encode(s: State) -> list[Any]:
     p = s.policies
     return [
         s.clock,
-        {
-            scope: {
-                k: [t.profile, t.items, t.cap, t.worst, t.topics, t.due]
-                for k, t in sorted(tables.items())
-            }
-            for scope, tables in sorted(s.tables.items())
-        },
+        {scope: _encode_tables(tables) for scope, tables in sorted(s.tables.items())},
         {
             pid: [
                 pr.last,
@@ -338,6 +332,47 @@ def _encode(s: State) -> list[Any]:
     ]
 
 
+def _encode_tables(tables: dict[str, Table]) -> list[Any]:
+    """A scope's tables as columns: one list per field of the tables, one per field of all
+    their items (they compress far better than rows). An item's ``start`` is kept as its
+    distance from ``updated_at``, and its ``cause`` only where ``start`` is after
+    ``updated_at``: otherwise the item never isolated since that update, and its cause cannot
+    show in any row."""
+    keys = sorted(tables)
+    chosen = [tables[k] for k in keys]
+    items = [it for t in chosen for it in t.items]
+    names = sorted({it.broker for it in items})
+    code = {b: i for i, b in enumerate(names)}
+    return [
+        keys,
+        [[t.profile, t.cap, t.worst, t.topics, t.due, len(t.items)] for t in chosen],
+        names,
+        np.array([code[it.broker] for it in items], np.uint32).tobytes(),
+        [it.latency for it in items],
+        [it.start - it.updated_at for it in items],
+        [it.reachable for it in items],
+        [it.updated_at for it in items],
+        [it.pending for it in items],
+        [it.cause if it.start > it.updated_at else "" for it in items],
+    ]
+
+
+def _decode_tables(columns: list[Any]) -> dict[str, Table]:
+    keys, meta, names, codes, latency, start, reachable, updated, pending, cause = columns
+    brokers = [names[c] for c in np.frombuffer(codes, np.uint32).tolist()]
+    items = [
+        Item(b, lat, u + d, r, u, p, c)
+        for b, lat, d, r, u, p, c in zip(
+            brokers, latency, start, reachable, updated, pending, cause, strict=True
+        )
+    ]
+    tables, at = {}, 0
+    for key, (profile, cap, worst, topics, due, n) in zip(keys, meta, strict=True):
+        tables[key] = Table(profile, items[at : at + n], cap, worst, topics, due)
+        at += n
+    return tables
+
+
 def _sorted(value: Any) -> Any:
     """A map (and the maps in it) in key order."""
     if isinstance(value, dict):
@@ -349,16 +384,10 @@ def _decode(v: list[Any]) -> State:
     (clock, tables, producers, routes, heartbeats, published, schedule, transactions, due,
      answered, policies, seen) = v  # fmt: skip
     base, outlier, since, probe, shown, window = policies
-    item, queue, waiting, isolated = Item._make, Queue._make, Waiting._make, Isolated._make
+    queue, waiting, isolated = Queue._make, Waiting._make, Isolated._make
     return State(
         clock=clock,
-        tables={
-            scope: {
-                k: Table(profile, [item(x) for x in items], cap, worst, topics, t_due)
-                for k, (profile, items, cap, worst, topics, t_due) in keyed.items()
-            }
-            for scope, keyed in tables.items()
-        },
+        tables={scope: _decode_tables(columns) for scope, columns in tables.items()},
         producers={
             pid: Producer(
                 last,

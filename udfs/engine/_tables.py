@@ -403,16 +403,33 @@ class ScopeTables:
         tstate = self.tstates[key]
         init = self.init[key]
         view = self.views.get(key)
-        if view is None and any(b not in init for b in last):
-            view = self.view(key)  # new brokers join the table's order where they first appear
         if view is not None:
             names = list(view.final_order())
             tstate.cap = view.order.capacity
             tstate.worst = view.worst
+        elif any(b not in init for b in last):
+            names, tstate.cap = self._joined(key, tstate)
         else:
             names = [it.broker for it in tstate.items]
         tstate.items = _settle(key, names, last, init, clock_end, decisions)
         tstate.due = _due(tstate.items)
+
+
+    def _joined(self, key: str, tstate: Table) -> tuple[list[str], int]:
+        """The order of a table no routing decision read, after the brokers it meets for the
+        first time joined it where they first appear (as :class:`_Table` would), and its
+        capacity."""
+        rows = self.positions(key)
+        brokers = self.broker[rows]
+        _, first = np.unique(brokers, return_index=True)
+        init = self.init[key]
+        order = _ConcurrentHashMapOrder(tstate.cap, [it.broker for it in tstate.items])
+        size = len(tstate.items)
+        for _, broker in sorted((int(rows[i]), str(brokers[i])) for i in first.tolist()):
+            if broker not in init:
+                size += 1
+                order.add(broker, size)
+        return list(order), order.capacity
 
 
 def _settle(
