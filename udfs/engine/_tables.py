@@ -414,7 +414,6 @@ class ScopeTables:
         tstate.items = _settle(key, names, last, init, clock_end, decisions)
         tstate.due = _due(tstate.items)
 
-
     def _joined(self, key: str, tstate: Table) -> tuple[list[str], int]:
         """The order of a table no routing decision read, after the brokers it meets for the
         first time joined it where they first appear (as :class:`_Table` would), and its
