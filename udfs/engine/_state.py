@@ -304,15 +304,7 @@ def _encode(s: State) -> list[Any]:
     return [
         s.clock,
         {scope: _encode_tables(tables) for scope, tables in sorted(s.tables.items())},
-        {
-            pid: [
-                pr.last,
-                pr.eid,
-                {k: [i.route, i.queues, i.index, i.seed] for k, i in sorted(pr.pub.items())},
-                pr.send,
-            ]
-            for pid, pr in sorted(s.producers.items())
-        },
+        _encode_producers(s.producers),
         _sorted(s.routes),
         {b: [h.last, h.expired, h.eid] for b, h in sorted(s.heartbeats.items())},
         _sorted(s.published),
@@ -373,6 +365,37 @@ def _decode_tables(columns: list[Any]) -> dict[str, Table]:
     return tables
 
 
+def _encode_producers(producers: dict[str, Producer]) -> list[Any]:
+    """The producers as columns, their publish infos as columns too (a route's digest once)."""
+    ids = sorted(producers)
+    chosen = [producers[p] for p in ids]
+    pubs = [(n, k, i) for n, pr in enumerate(chosen) for k, i in sorted(pr.pub.items())]
+    routes = sorted({i.route for _, _, i in pubs})
+    route = {r: n for n, r in enumerate(routes)}
+    return [
+        ids,
+        [pr.last for pr in chosen],
+        [pr.eid for pr in chosen],
+        [None if pr.send is None else pr.send.key for pr in chosen],
+        [None if pr.send is None else pr.send.start - pr.last for pr in chosen],
+        routes,
+        [[n, k, route[i.route], i.queues, i.index, i.seed] for n, k, i in pubs],
+    ]
+
+
+def _decode_producers(columns: list[Any]) -> dict[str, Producer]:
+    ids, last, eids, keys, starts, routes, pubs = columns
+    producers = {
+        pid: Producer(t, eid, {}, None if key is None else FirstAttempt(key, t + start))
+        for pid, t, eid, key, start in zip(ids, last, eids, keys, starts, strict=True)
+    }
+    chosen = list(producers.values())
+    for n, k, r, queues, index, seed in pubs:
+        kept = None if queues is None else [Queue._make(q) for q in queues]
+        chosen[n].pub[k] = PublishInfo(routes[r], kept, index, seed)
+    return producers
+
+
 def _sorted(value: Any) -> Any:
     """A map (and the maps in it) in key order."""
     if isinstance(value, dict):
@@ -384,22 +407,11 @@ def _decode(v: list[Any]) -> State:
     (clock, tables, producers, routes, heartbeats, published, schedule, transactions, due,
      answered, policies, seen) = v  # fmt: skip
     base, outlier, since, probe, shown, window = policies
-    queue, waiting, isolated = Queue._make, Waiting._make, Isolated._make
+    waiting, isolated = Waiting._make, Isolated._make
     return State(
         clock=clock,
         tables={scope: _decode_tables(columns) for scope, columns in tables.items()},
-        producers={
-            pid: Producer(
-                last,
-                eid,
-                {
-                    k: PublishInfo(r, None if q is None else [queue(x) for x in q], i, sd)
-                    for k, (r, q, i, sd) in pub.items()
-                },
-                None if send is None else FirstAttempt._make(send),
-            )
-            for pid, (last, eid, pub, send) in producers.items()
-        },
+        producers=_decode_producers(producers),
         routes=routes,
         heartbeats={b: Heartbeat(*h) for b, h in heartbeats.items()},
         published=published,
