@@ -1,11 +1,20 @@
-"""The routing table: each change of a topic's selectable queues, per scope key. A key's table
-changes when a route changes, when one of its brokers is isolated or restored, and when it
-sends to a topic for the first time; a row is written only when the table differs from the
-last one published (the state keeps each published table's digest)."""
+"""The routing table: each change of a topic's selectable queues, per scope key, and the routes
+its rows refer to.
+
+A key's table changes when a route changes, when one of its brokers is isolated or restored, and
+when it sends to a topic for the first time; a row is written only when the table differs from
+the last one published (the state keeps each published table's digest). A row names the route in
+force (``route``, the route's digest) and the brokers the key isolates. The ``cluster`` scope's
+rows (few; producers read them from Kafka) also list every selectable queue; the ``producer``
+scope's do not (thousands of producers, hundreds of queues each): its lists are the route's
+writable queues without the isolated brokers, and each route is recorded once per change in the
+``routes`` table (:func:`record`, by the lead shard)."""
 
 from __future__ import annotations
 
 from typing import Any
+
+import pandas as pd
 
 from udfs.engine._config import CLUSTER, EngineConfig
 from udfs.engine._faults import Opened
@@ -67,6 +76,7 @@ def _rows(
 ) -> list[dict[str, Any]]:
     last = state["routing_table"].setdefault(f"{scope}|{key}", {})
     known = set(last)
+    whole = scope == CLUSTER  # rows that list every selectable queue
     rows = []
     for t, _, eid, what, payload in points:
         if what == 0:
@@ -84,13 +94,14 @@ def _rows(
             changed = [payload]
         for topic in sorted(changed):
             route = routes.get(topic, ())
-            positions = queues.layout(route).at
+            layout = queues.layout(route)
+            positions = layout.at
             isolated_here = tuple(
                 (b, u) for _, b, u in sorted(
                     (positions[b], b, u) for b, u in isolated.items() if b in positions
                 )
             )  # fmt: skip
-            digest, selectable, isolated_rows = queues.table(route, isolated_here)
+            digest = layout.digest(isolated_here)
             if last.get(topic) == digest:
                 continue
             last[topic] = digest
@@ -102,8 +113,54 @@ def _rows(
                     "topic": topic,
                     "effective_at": int(t),
                     "cause_event_id": eid,
-                    "selectable": selectable,
-                    "isolated": isolated_rows,
+                    # a producer's own queue list is never rewritten here: the route's holds
+                    "selectable": layout.selectable(isolated_here) if whole else None,
+                    "isolated": [{"broker_name": b, "until": u} for b, u in isolated_here],
+                    "route": queues.reference(route),
                 }
             )
     return rows
+
+
+def record(
+    cluster: str,
+    state: dict[str, Any],
+    events: pd.DataFrame,
+    clock_end: int,
+    routes: RouteTimeline,
+    queues: Queues,
+    out: Out,
+) -> None:
+    """The segment's ``routes`` rows: each topic's effective route, whenever it differs from the
+    one recorded last (the state keeps its digest per topic). A route in force at the segment's
+    start that was never recorded (the static routes before the cluster's first event, a route
+    of a state from before this table) is recorded at the segment's first event."""
+    recorded: dict[str, str] = state["recorded_routes"]
+    start: tuple[int, str | None]
+    if len(events):
+        start = (int(events["event_time"].iloc[0]), str(events["event_id"].iloc[0]))
+    else:
+        start = (clock_end, None)
+    points = [(*start, routes.at_start), *((t, e, after) for t, _, e, after in routes.history)]
+    rows = []
+    for t, eid, after in points:
+        for topic in sorted(after):
+            route = after[topic]
+            digest = queues.digest(route)
+            if recorded.get(topic) == digest:
+                continue
+            recorded[topic] = digest
+            rows.append(
+                {
+                    "cluster": cluster,
+                    "topic": topic,
+                    "route": digest,
+                    "effective_at": int(t),
+                    "cause_event_id": eid,
+                    "brokers": [
+                        {"broker_name": b, "write_queue_nums": w, "perm": p} for b, w, p in route
+                    ],
+                    "writable": queues.layout(route).selectable(()),
+                }
+            )
+    out.rows("routes", rows)

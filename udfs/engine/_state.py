@@ -23,6 +23,7 @@ def new_state() -> dict[str, Any]:
         "routes": {},
         "heartbeats": {},
         "routing_table": {},
+        "recorded_routes": {},
         "schedule": {},
         "seen": {},
     }
@@ -75,6 +76,8 @@ def loads(text: str) -> dict[str, Any]:
             f"state schema version {state.get('v')} is not {STATE_VERSION}: this checkpoint was "
             "written by another faultline version; start from a new checkpoint"
         )
+    # added to version 4 with table format 3: a state from before has recorded no route yet
+    state.setdefault("recorded_routes", {})
     return state
 
 
@@ -85,7 +88,13 @@ def digest(value: Any) -> str:
 
 def text_digest(text: str) -> str:
     """:func:`digest` of a value already written as compact JSON."""
-    return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
+    return text_hasher(text).hexdigest()
+
+
+def text_hasher(text: str) -> hashlib.blake2b:
+    """The hash of :func:`text_digest` fed with ``text``: a value's JSON text that starts with
+    it can be digested from a copy, feeding only the rest."""
+    return hashlib.blake2b(text.encode(), digest_size=12)
 
 
 def _queues(route: Route) -> list[list[Any]]:
