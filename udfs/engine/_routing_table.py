@@ -39,16 +39,17 @@ def publish(
     first event ever, when it falls in this segment: the static routes are published then."""
     scope = opened.scope
     quiet = not routes.history
+    moves = _moves(routes)
     for key, tstate in state["tables"][scope].items():
         if tstate["profile"] is None:
             continue
         if quiet and key not in changes and key not in opened.new_topics and scope != CLUSTER:
             continue  # nothing that a routing table is made of changed
-        # (time, order, event_id, kind, payload): 0 route snapshot, 1 availability, 2 new topic
+        # (time, order, event_id, kind, payload): 0 route snapshot, 1 availability, 2 new topic;
+        # the route snapshots that concern the key are added by _rows
         points: list[tuple[int, int, str, int, Any]] = [
-            (t, o, e, 0, snapshot) for t, o, e, snapshot in routes.history
+            (t, o, e, 1, (b, d, u)) for t, o, e, b, d, u in changes.get(key, [])
         ]
-        points += [(t, o, e, 1, (b, d, u)) for t, o, e, b, d, u in changes.get(key, [])]
         if scope == CLUSTER:
             points += [(t, o, e, 2, tp) for t, o, e, tp in routes.topics]
             if first_event is not None:
@@ -56,12 +57,24 @@ def publish(
                 points += [(t0, 1, e0, 2, tp) for tp in config.static_routes]
         else:
             points += [(t, 1, e, 2, tp) for tp, (t, e) in opened.new_topics.get(key, {}).items()]
-        points.sort(key=lambda p: (p[0], p[1], p[2], p[3]))
         isolated = opened.isolated(key)
         out.rows(
             "routing_table",
-            _rows(cluster, state, scope, key, points, isolated, routes.at_start, queues),
+            _rows(cluster, state, scope, key, points, isolated, routes, moves, queues),
         )
+
+
+def _moves(routes: RouteTimeline) -> dict[str, list[int]]:
+    """Per topic, the route snapshots (their places in ``routes.history``) that change its
+    route: the only ones that can change a routing table of the topic."""
+    moves: dict[str, list[int]] = {}
+    before = routes.at_start
+    for i, (_, _, _, after) in enumerate(routes.history):
+        for topic, route in after.items():
+            if route is not before.get(topic):
+                moves.setdefault(topic, []).append(i)
+        before = after
+    return moves
 
 
 def _rows(
@@ -71,11 +84,18 @@ def _rows(
     key: str,
     points: list[tuple[int, int, str, int, Any]],
     isolated: dict[str, int],
-    routes: dict[str, Any],
+    timeline: RouteTimeline,
+    moves: dict[str, list[int]],
     queues: Queues,
 ) -> list[dict[str, Any]]:
     last = state["routing_table"].setdefault(f"{scope}|{key}", {})
     known = set(last)
+    topics = known.union(p[4] for p in points if p[3] == 2)
+    for i in sorted({i for topic in topics for i in moves.get(topic, ())}):
+        t, o, e, snapshot = timeline.history[i]
+        points.append((t, o, e, 0, snapshot))
+    points.sort(key=lambda p: (p[0], p[1], p[2], p[3]))
+    routes = timeline.at_start
     whole = scope == CLUSTER  # rows that list every selectable queue
     rows = []
     for t, _, eid, what, payload in points:
