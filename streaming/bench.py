@@ -2,8 +2,8 @@
 sink, on the same events. Prints, for both, records/s over all batches and over the steady state
 (every batch but the first, which pays for Spark's and Python's warm-up), then the full job's
 batches one by one: where the time went (source and shuffle, handing the records to the
-operator, parse, stateful engine, file writes, Delta commit) and the bytes of state written. The
-last line is the steady ratio.
+operator, parse, stateful engine, file writes, Delta commit), the bytes of state written and the
+rows written per table (a regression in either shows there). The last line is the steady ratio.
 
     python -m streaming.bench [--source files|kafka] [--scenario default] [--repeat 4]
                               [--batch 50000] [--shards 1] [--floor]
@@ -173,6 +173,11 @@ def _print_state_store(name: str, query: Any, checkpoint: Path, sizes: dict[int,
         print(f"checkpoint on disk (MB) after batches {every}")
 
 
+def _table_rows(committed: dict[str, int]) -> str:
+    """Rows written per table, largest first."""
+    return ", ".join(f"{n} {rows:,}" for n, rows in sorted(committed.items(), key=lambda e: -e[1]))
+
+
 def _rate(runs: list[tuple[float, int]]) -> float:
     """Records per second over the given batches."""
     return sum(n for _, n in runs) / max(sum(t for t, _ in runs), 1e-9)
@@ -266,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             "\nfull job per batch (s): records, total = source+shuffle + receive + parse + "
             "stateful + write + commit (operator times summed over tasks); busiest task; "
-            "state bytes written"
+            "state bytes written; then the rows written per table"
         )
         for b in batches:
             operator = b["slowest_task_ms"] / 1000  # tasks run side by side
@@ -278,6 +283,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{b['commit_ms'] / 1000:>5.2f}; {b['slowest_task_ms'] / 1000:>5.2f}; "
                 f"{b['state_bytes']:>11,}"
             )
+            if b.get("committed"):
+                print(f"{'':>13} rows: {_table_rows(b['committed'])}")
         _print_state_store(args.state_store, query, checkpoint, sizes)
         busiest = [b["slowest_task_ms"] / 1000 for b in batches[1:] or batches]
         print(

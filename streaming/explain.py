@@ -178,7 +178,29 @@ def broker_at(
         }
         for r in near[max(0, split - AROUND) : split + AROUND]
     ]
+    if kind == "producer":
+        answer["routing_tables"] = _routing_tables(output, broker, at, cluster, producer)
     return answer
+
+
+def _routing_tables(
+    output: Path, broker: str, at: int, cluster: str, producer: str
+) -> list[dict[str, Any]]:
+    """The producer's routing table at ``at`` of each topic whose table names the broker
+    (selectable or isolated; of every topic when none does): the queues it may select."""
+    from streaming import routing_tables
+
+    tables = [
+        {k: r[k] for k in ("topic", "effective_at", "cause_event_id", "selectable", "isolated")}
+        for r in routing_tables.in_force(output, at, "producer", producer)
+        if r["cluster"] == cluster
+    ]
+    named = [
+        t
+        for t in tables
+        if any(q["broker_name"] == broker for q in [*t["selectable"], *t["isolated"]])
+    ]
+    return named or tables
 
 
 def band(profile: str, latency_ms: int, isolation: bool) -> str:
@@ -320,6 +342,36 @@ def print_broker(answer: dict[str, Any], out: TextIO) -> None:
     for d in answer["decisions"]:
         mark = "<=" if d["effective_at"] <= answer["at"] else "> "
         print(f"   {mark} {iso(d['effective_at'])} {d['decision']:<15} {d['reason']}", file=out)
+    for t in answer.get("routing_tables", ()):
+        print(
+            f"  routing table of {t['topic']} since {iso(t['effective_at'])} "
+            f"(cause {t['cause_event_id']}): {len(t['selectable'])} queues selectable",
+            file=out,
+        )
+        print(f"    selectable: {queues_text(t['selectable']) or 'none'}", file=out)
+        isolated = ", ".join(f"{i['broker_name']} until {iso(i['until'])}" for i in t["isolated"])
+        print(f"    isolated: {isolated or 'none'}", file=out)
+
+
+def queues_text(queues: list[dict[str, Any]]) -> str:
+    """Queues as ``broker ids`` per broker, in their order, a run of ids as ``first-last``.
+
+    >>> queues_text([{"broker_name": "a", "queue_id": q} for q in (0, 1, 2, 5)])
+    'a 0-2,5'
+    """
+    parts: list[tuple[str, list[list[int]]]] = []
+    for q in queues:
+        broker, queue = q["broker_name"], int(q["queue_id"])
+        if not parts or parts[-1][0] != broker:
+            parts.append((broker, []))
+        runs = parts[-1][1]
+        if runs and runs[-1][1] == queue - 1:
+            runs[-1][1] = queue
+        else:
+            runs.append([queue, queue])
+    return ", ".join(
+        f"{b} " + ",".join(f"{a}-{z}" if z > a else f"{a}" for a, z in runs) for b, runs in parts
+    )
 
 
 def explain_command(args: Any, out: TextIO = sys.stdout) -> int:

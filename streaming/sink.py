@@ -10,6 +10,7 @@ crash anywhere gives no duplicate and no missing row. The ``batches`` table is c
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from dataclasses import dataclass
@@ -84,12 +85,20 @@ def table_schema(name: str) -> pa.Schema:
 
 DESCRIPTION = f"faultline table format {TABLE_FORMAT}"
 """Each table's description: what wrote it, for readers that must know the layout."""
+_FORMAT = re.compile(r"faultline table format (\d+)")
+
+
+def table_format(table: DeltaTable) -> int | None:
+    """The table format a table's description names (None: not a faultline table)."""
+    match = _FORMAT.search(table.metadata().description or "")
+    return int(match.group(1)) if match else None
 
 
 def create_tables(root: Path, properties: dict[str, str] | None = None) -> None:
     """Create every table (empty) so that dashboards find them from the start; a table made by
-    an older faultline takes on the columns added since (one metadata commit, no data), and
-    ``properties`` (Delta table properties) where they differ."""
+    an older faultline takes on the columns added since (one metadata commit, no data) and the
+    current format in its description (rows of this format go into it from now on, so an older
+    faultline refuses it), and ``properties`` (Delta table properties) where they differ."""
     for name in [*TABLES, "batches"]:
         with writing(root / name):
             _create_table(root / name, table_schema(name), properties)
@@ -113,6 +122,9 @@ def _create_table(path: Path, schema: pa.Schema, properties: dict[str, str] | No
             mode="append",
             schema_mode="merge",
         )
+    described = table_format(table)
+    if described is not None and described < TABLE_FORMAT:
+        table.alter.set_table_description(DESCRIPTION)
     config = table.metadata().configuration
     changed = {k: v for k, v in (properties or {}).items() if config.get(k) != v}
     if changed:

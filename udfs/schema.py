@@ -60,6 +60,9 @@ A record with a ``reason_code`` failed validation and goes to ``quarantine``."""
 
 _QUEUE = pa.struct([("broker_name", pa.string()), ("queue_id", pa.int32())])
 _ISOLATED = pa.struct([("broker_name", pa.string()), ("until", pa.int64())])
+_BROKER = pa.struct(
+    [("broker_name", pa.string()), ("write_queue_nums", pa.int32()), ("perm", pa.int32())]
+)
 
 _MESSAGE = [
     ("cluster", pa.string()),
@@ -146,6 +149,18 @@ TABLES: dict[str, pa.Schema] = {
             ("cause_event_id", pa.string()),
             ("selectable", pa.list_(_QUEUE)),
             ("isolated", pa.list_(_ISOLATED)),
+            ("route", pa.string()),
+        ]
+    ),
+    "routes": pa.schema(
+        [
+            ("cluster", pa.string()),
+            ("topic", pa.string()),
+            ("route", pa.string()),
+            ("effective_at", pa.int64()),
+            ("cause_event_id", pa.string()),
+            ("brokers", pa.list_(_BROKER)),
+            ("writable", pa.list_(_QUEUE)),
         ]
     ),
     "quarantine": pa.schema(
@@ -225,6 +240,20 @@ picks the queue again); ``attempt_count`` counts the deliveries that failed befo
 redelivery number for ``send_failure``, the stored ``reconsumeTimes`` for ``consume_retry``, 0
 for ``delayed_send``.
 
+``routing_table``: a change of a topic's selectable queues, per scope key. ``route`` is the
+route in force (its ``routes.route``; null when the topic has no broker in its route);
+``isolated`` the brokers of that route the key isolates, until when. ``selectable`` is the whole
+list in the ``cluster`` scope; in the ``producer`` scope it is null unless the producer's own
+queues differ from what the route gives, and the list is then the route's ``writable`` queues
+without the isolated brokers (``streaming.routing_tables`` reads them so).
+
+``routes``: a change of a topic's effective route (its declared brokers without those the
+NameServer dropped), recorded once per change by the lead shard: ``route`` (a digest of the
+brokers, the reference ``routing_table.route`` holds), ``brokers`` with their write queue numbers
+and permissions, and ``writable``, the queues a producer may select when nothing is isolated, in
+the order of ``routing_table.selectable``. A route in force that was never recorded (the static
+routes, a state from before this table) is recorded at the first event that finds it.
+
 ``redeliveries``: a message leaving a delay queue, or going to the DLQ at once
 (``schedule_queue_id`` null, ``delay_level`` 0, ``deliver_at`` = ``store_time``). A producer
 resending a failed message sets ``redelivery_count`` to ``attempt_count``.
@@ -240,6 +269,7 @@ TIME_COLUMNS = {
     "broker_decisions": "effective_at",
     "routing_decisions": "decided_at",
     "routing_table": "effective_at",
+    "routes": "effective_at",
     "quarantine": "seen_at",
     "heartbeats": "event_time",
     "late_events": "event_time",
@@ -255,6 +285,7 @@ MILLIS = {
     "broker_decisions": ("effective_at", "available_from"),
     "routing_decisions": ("decided_at",),
     "routing_table": ("effective_at",),
+    "routes": ("effective_at",),
     "quarantine": ("seen_at",),
     "heartbeats": ("event_time",),
     "late_events": ("event_time", "clock"),
@@ -277,11 +308,14 @@ def timestamp_name(column: str) -> str:
     return f"{column}_ts"
 
 
-TABLE_FORMAT = 2
+TABLE_FORMAT = 3
 """The layout of the tables this faultline writes, kept in each table's description
 (``faultline table format N``): a reader refuses a format newer than its own. Format 2 added
 the ``*_ts`` timestamps and the ``event_date`` partitions; format-1 tables (unpartitioned) are
-still written, and take on the timestamp columns."""
+still written, and take on the timestamp columns. Format 3 made the ``producer`` scope's
+``routing_table`` rows compact (``selectable`` null, ``route`` a reference into the new
+``routes`` table); a format-2 ``routing_table`` takes on the ``route`` column, and its rows
+keep their whole lists."""
 
 BATCHES = pa.schema(
     [

@@ -33,7 +33,7 @@ import pyarrow.dataset as ds
 
 from streaming import explain
 from streaming.client import POLICY_STATES, decision_state
-from streaming.sink import table_schema
+from streaming.sink import table_format, table_schema
 from udfs.errors import FaultlineError
 from udfs.rocketmq import PROFILES, Outcome
 from udfs.schema import BATCHES, TABLE_FORMAT, TABLES, TIME_COLUMNS
@@ -54,7 +54,6 @@ BATCH_ROWS = 2_000
 """The most recent batches the job-health panel keeps."""
 RETURNED = tuple(o.value for o in Outcome if o.returned)
 """Outcomes where the broker answered: any other is a failed send."""
-_FORMAT = re.compile(r"faultline table format (\d+)")
 _REASON = re.compile(r"after (\d+) ms( \(isolation\))?")
 
 COLUMNS = {
@@ -104,12 +103,11 @@ def check_output(output: Path) -> None:
     from deltalake import DeltaTable
 
     for name in names:
-        description = DeltaTable(str(output / name)).metadata().description or ""
-        match = _FORMAT.search(description)
-        if match and int(match.group(1)) > TABLE_FORMAT:
+        described = table_format(DeltaTable(str(output / name)))
+        if described is not None and described > TABLE_FORMAT:
             raise TablesError(
                 f"{output / name} was written by a newer faultline (table format "
-                f"{match.group(1)}; this one reads format {TABLE_FORMAT} and older): upgrade "
+                f"{described}; this one reads format {TABLE_FORMAT} and older): upgrade "
                 "faultline to see it"
             )
 

@@ -149,7 +149,8 @@ def test_a_version_2_checkpoint_resumes_as_if_this_version_had_written_it() -> N
     """``quick-900-v2.json``: the state faultline's version 2 engine (commit 066e226) left after
     the quick scenario's first 900 events. Read now, it is converted (routes become digests, publish
     infos move under their producer), and the rest of the scenario gives exactly the rows a run
-    from the start gives."""
+    from the start gives; only, as it recorded no route, it records the route in force once, at
+    the first event after it."""
     config = engine.EngineConfig()
     quick = load_scenario("quick")  # as it was then: without its transactional producer
     quick = quick.model_copy(update={"producers": [p for p in quick.producers if p.id != "p-tx"]})
@@ -164,9 +165,17 @@ def test_a_version_2_checkpoint_resumes_as_if_this_version_had_written_it() -> N
         assert converted.clock is not None
         assert producer.last == converted.clock >= ours.producers[pid].last
     assert converted.published == ours.published
+    assert converted.recorded == {} != ours.recorded
     rest = frame(rows[900:])
     after_v2 = engine.advance("c", converted, rest, config)
     after_v3 = engine.advance("c", engine.loads(engine.dumps(ours)), rest, config)
+    recorded = after_v2.tables.pop("routes").to_pylist()
+    first = rest.sort_values(["event_time", "event_id"]).iloc[0]
+    assert [(r["topic"], r["route"], r["effective_at"], r["cause_event_id"]) for r in recorded] == [
+        (topic, route, first["event_time"], first["event_id"])
+        for topic, route in sorted(ours.recorded.items())
+    ]
+    assert after_v2.state.recorded == after_v3.state.recorded
     assert after_v2.tables.keys() == after_v3.tables.keys()
     for name, rows in after_v3.tables.items():
         assert after_v2.tables[name].equals(rows), name
@@ -188,15 +197,20 @@ def test_a_version_2_checkpoint_resumes_as_if_this_version_had_written_it() -> N
 )
 def test_a_routing_tables_digest_is_that_of_its_json(route: list[Any], data: Any) -> None:
     """Routing-table digests in the state are ``digest([selectable, isolated])``: the layout made
-    once per route writes the same JSON text, so checkpoints stay comparable."""
+    once per route writes the same JSON text (and hashes its start once per set of isolated
+    brokers), so checkpoints stay comparable."""
     brokers = [b for b, _, _ in route]
-    isolated = tuple((b, 7) for b in data.draw(st.lists(st.sampled_from(brokers), unique=True)))
-    selectable = [
-        [b, q] for b, w, perm in route if perm & 2 and b not in dict(isolated) for q in range(w)
-    ]
-    made, queues, _ = Layout(tuple(route)).table(isolated)
-    assert made == engine_state.digest([selectable, [list(x) for x in isolated]])
-    assert [[q["broker_name"], q["queue_id"]] for q in queues.to_pylist()[0]] == selectable
+    layout = Layout(tuple(route))
+    for until in (7, 8, 7):  # the same brokers again, and other ones: nothing cached leaks
+        drawn = data.draw(st.lists(st.sampled_from(brokers), unique=True))
+        isolated = tuple((b, until) for b in sorted(drawn, key=brokers.index))
+        selectable = [
+            [b, q] for b, w, perm in route if perm & 2 and b not in dict(isolated) for q in range(w)
+        ]
+        made = layout.digest(isolated)
+        assert made == engine_state.digest([selectable, [list(x) for x in isolated]])
+        queues = layout.selectable(isolated).to_pylist()[0]
+        assert [[q["broker_name"], q["queue_id"]] for q in queues] == selectable
 
 
 def test_a_version_4_checkpoint_resumes_as_if_this_version_had_written_it() -> None:
@@ -223,6 +237,9 @@ def test_a_version_4_checkpoint_resumes_as_if_this_version_had_written_it() -> N
     rest = frame(rows[900:])
     after_v4 = engine.advance("c", converted, rest, config)
     after_v5 = engine.advance("c", engine.loads(engine.dumps(ours)), rest, config)
+    # version 4 recorded no route: the routes in force are recorded at the first event after
+    assert {r["topic"] for r in after_v4.tables.pop("routes").to_pylist()} == set(ours.recorded)
+    assert after_v4.state.recorded == after_v5.state.recorded
     assert after_v4.tables.keys() == after_v5.tables.keys()
     for name, got in after_v5.tables.items():
         assert after_v4.tables[name].equals(got), name

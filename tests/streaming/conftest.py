@@ -25,6 +25,7 @@ DECISION_TABLES = ("broker_decisions", "routing_decisions", "routing_table")
 OUTPUT_TABLES = (
     "fault_items",
     *DECISION_TABLES,
+    "routes",
     "heartbeats",
     "quarantine",
     "late_events",

@@ -26,6 +26,16 @@ def test_bench_prints_steady_figures_a_breakdown_per_batch_and_the_ratio_last(
         total, parts = row.split("=")[0].split()[-1], row.split("=")[1].split(";")[0]
         # six parts rounded to 0.01 s, and the total timed by the bench, not summed from them
         assert abs(float(total) - sum(float(p) for p in parts.split("+"))) < 0.06
+    # each batch's rows per table, on the line after it, largest first
+    written = [lines[lines.index(row) + 1] for row in rows]
+    for line in written:
+        counts = re.fullmatch(r"\s+rows: ((\w+ [\d,]+)(, \w+ [\d,]+)*)", line)
+        assert counts, line
+        numbers = [int(c.split()[1].replace(",", "")) for c in counts.group(1).split(", ")]
+        assert numbers == sorted(numbers, reverse=True) and numbers[0] > 0
+        assert " fault_items " in f" {counts.group(1)} "
+    # the quick scenario's one route, recorded once
+    assert re.search(r"(rows: |, )routes 1(,|$)", written[0])
     assert re.fullmatch(r"busiest task's operator time, steady: \d+\.\d\d s per batch", lines[-2])
     assert re.fullmatch(
         r"state store hdfs: commit \d+\.\d\d s per batch steady, \d+\.\d MB in memory; "

@@ -291,6 +291,44 @@ def test_the_job_maintains_its_tables_and_logs_sparks_progress(reference: Path) 
     assert (batches["add_batch_ms"] > 0).all()
 
 
+def test_explain_shows_a_producers_selectable_queues_at_the_instant(reference: Path) -> None:
+    """In the producer scope, ``faultline explain`` lists the queues the producer may select
+    then (its routing table, kept compact in the tables): the quick scenario's topic ``orders``
+    has two queues on each of broker-a, broker-b and broker-c, less the brokers the producer's
+    own decisions isolate at that instant."""
+    decisions = table(reference, "broker_decisions").sort_values("effective_at", kind="stable")
+    own = decisions[decisions["scope"] == "producer"]
+    first = own[own["decision"] == "ISOLATE"].iloc[0]
+    producer, broker = first["scope_key"], first["broker_name"]
+    at = int(first["effective_at"]) + 1
+    assert not decisions["decision"].str.startswith("ROUTE").any()  # every broker in the route
+    isolated = {}
+    mine = own[(own["scope_key"] == producer) & own["broker_name"].notna()]
+    for r in mine[mine["effective_at"] <= at].itertuples():
+        isolated[r.broker_name] = r.available_from if r.decision != "RESTORE" else None
+    isolated = {b: until for b, until in isolated.items() if until is not None and until > at}
+    assert broker in isolated
+    explained = faultline(
+        "explain", "--output", str(reference), "--broker", broker, "--at", str(at),
+        "--scope", f"producer:{producer}", "--json", cwd=reference.parent,
+    )  # fmt: skip
+    assert explained.returncode == 0, explained.stderr
+    (routing,) = json.loads(explained.stdout)["routing_tables"]
+    assert routing["topic"] == "orders" and routing["effective_at"] <= at
+    assert [(q["broker_name"], q["queue_id"]) for q in routing["selectable"]] == [
+        (b, q) for b in ("broker-a", "broker-b", "broker-c") if b not in isolated for q in (0, 1)
+    ]
+    assert {i["broker_name"]: i["until"] for i in routing["isolated"]} == isolated
+    text = faultline(
+        "explain", "--output", str(reference), "--broker", broker, "--at", str(at),
+        "--scope", f"producer:{producer}", cwd=reference.parent,
+    ).stdout  # fmt: skip
+    kept = ", ".join(f"{b} 0-1" for b in ("broker-a", "broker-b", "broker-c") if b not in isolated)
+    assert "\n  routing table of orders since " in text
+    assert f"\n    selectable: {kept}\n" in text
+    assert f"\n    isolated: {broker} until " in text
+
+
 def _quick_args(folder: Path) -> tuple[str, ...]:
     """The quick scenario in batches of 200, like the reference run, into ``folder``."""
     out, ck = str(folder / "out"), str(folder / "ck")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 from deltalake import DeltaTable
@@ -68,3 +69,53 @@ def test_rows_without_a_time_go_to_the_null_partition_and_read_back(tmp_path: Pa
     got = DeltaTable(str(tmp_path / "quarantine")).to_pyarrow_table()
     days = dict(zip(got["origin"].to_pylist(), got[sink.PARTITION].to_pylist(), strict=True))
     assert {k: str(v) for k, v in days.items()} == {"t/0/0-9": "None", "f:1": "1970-01-02"}
+
+
+def test_a_format_2_routing_table_takes_on_format_3_and_both_kinds_of_row_read_whole(
+    tmp_path: Path,
+) -> None:
+    """A job resuming on format-2 tables: ``routing_table`` takes on the ``route`` column and
+    format 3 in its description (an older faultline then refuses it), ``routes`` is made, and
+    the rows of both formats read with their whole lists."""
+    from deltalake import write_deltalake
+
+    from streaming import routing_tables
+
+    def queues(*brokers: str) -> list[dict[str, Any]]:
+        return [{"broker_name": b, "queue_id": q} for b in brokers for q in (0, 1)]
+
+    row = {"scope": "producer", "scope_key": "p", "cluster": "c", "topic": "T",
+           "effective_at": 1_000, "cause_event_id": "e1", "selectable": queues("a", "b"),
+           "isolated": [], "batch_id": 0}  # fmt: skip
+    older = sink.stored(
+        "routing_table", pa.Table.from_pylist([row], sink.own_schema("routing_table"))
+    )
+    older = older.drop_columns("route")
+    made = DeltaTable.create(
+        str(tmp_path / "routing_table"),
+        schema=older.schema,
+        partition_by=[sink.PARTITION],
+        description="faultline table format 2",
+    )
+    write_deltalake(made, older, mode="append")
+    sink.create_tables(tmp_path)
+    table = DeltaTable(str(tmp_path / "routing_table"))
+    assert "route" in {f.name for f in table.schema().fields}
+    assert sink.table_format(table) == sink.TABLE_FORMAT == 3
+    assert sink.table_format(DeltaTable(str(tmp_path / "routes"))) == 3
+    compact = {**row, "effective_at": 2_000, "cause_event_id": "e2", "selectable": None,
+               "isolated": [{"broker_name": "b", "until": 9_000}], "route": "r1"}  # fmt: skip
+    route = {"cluster": "c", "topic": "T", "route": "r1", "effective_at": 1_500,
+             "cause_event_id": "e0", "writable": queues("a", "b", "c")}  # fmt: skip
+    metas = []
+    for name, new in (("routing_table", compact), ("routes", route)):
+        data = pa.Table.from_pylist([new], schema=sink.TABLES[name])
+        metas += sink.write_file(tmp_path, name, data, 1, "app")
+    sink.commit_batch(tmp_path, 1, metas, "app", write_ms=0)
+    rows = sorted(routing_tables.read(tmp_path).to_pylist(), key=lambda r: r["effective_at"])
+    assert [(r["route"], r["selectable"]) for r in rows] == [
+        (None, queues("a", "b")),  # format 2: as written
+        ("r1", queues("a", "c")),  # format 3: the route's queues without b
+    ]
+    (found,) = routing_tables.in_force(tmp_path, 1_999, "producer", "p")
+    assert found["cause_event_id"] == "e1"

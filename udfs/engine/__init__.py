@@ -20,7 +20,8 @@ Stages, each a module, composed in :func:`_apply` (one segment of a batch) in th
    did after each attempt;
 2. ``_producers``: each producer's last send, the segments cut at eviction deadlines, evictions;
 3. ``_nameserver``: heartbeats, scans and routes, giving the routes at any instant
-   (``RouteTimeline``);
+   (``RouteTimeline``); each change of a topic's route is recorded once (``_routing_table``'s
+   ``record``: the ``routes`` table);
 4. ``_faults`` (over ``_tables``): every FaultItem update of a scope at once, with numpy;
 5. ``_routing``: at each retried attempt, the real :func:`select_queue` on the FaultTable and
    the routes of that instant;
@@ -28,7 +29,8 @@ Stages, each a module, composed in :func:`_apply` (one segment of a batch) in th
 7. ``_policies``: faultline's own rules over the cluster scope's decisions (each off by
    default: isolation cap, latency outliers, recovery probing);
 8. ``_routing_table``: each change of a topic's selectable queues per scope key (``_queues``
-   lays out each route once per batch);
+   lays out each route once per segment; the ``producer`` scope's rows refer to the recorded
+   route instead of listing its queues);
 9. ``_delays``: messages into the delay queues and the due ones out;
 10. ``_transactions``: half messages, their ends and the brokers' check-backs.
 
@@ -66,7 +68,7 @@ from udfs.engine._policies import govern, release_router
 from udfs.engine._producers import evict, segments, spent_budget, touch
 from udfs.engine._queues import Queues
 from udfs.engine._routing import decide
-from udfs.engine._routing_table import publish
+from udfs.engine._routing_table import publish, record
 from udfs.engine._shards import WHOLE, Shard
 from udfs.engine._state import (
     STATE_VERSION,
@@ -168,11 +170,13 @@ def _apply(
     mine = sends[shard.mask(sends["producer_id"].to_numpy(object))]
     scopes = [s for s in config.scopes if s == PRODUCER or shard.lead]
     routes = follow(cluster, state, events, clock_end, config, out if shard.lead else None)
+    queues = Queues()
+    if shard.lead:
+        record(cluster, state, events, clock_end, routes, queues, out)
     shared = sends if spent is None else sends[~spent]
     opened = {
         s: open_tables(cluster, state, s, shared if s == CLUSTER else mine, config) for s in scopes
     }
-    queues = Queues()
     retries = sends[after == Next.RETRY]
     tables = {s: o.tables for s, o in opened.items() if o.tables is not None}
     decide(cluster, state, retries, scopes, tables, routes, queues, config, shard, out)

@@ -37,7 +37,7 @@ class Out:
     def frames(self) -> dict[str, pa.Table]:
         """Each table's rows, typed by its schema, so a column's type never depends on the
         rows. Nested lists already made as Arrow arrays (a routing table shared by many scope
-        keys) are joined as they are."""
+        keys) are joined as they are, with the rows whose value is None (null) between them."""
         tables = {}
         for name in [*self.parts, *(n for n in self.records if n not in self.parts)]:
             schema = TABLES[name]
@@ -58,12 +58,29 @@ def _from_rows(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
     columns = {}
     for column in schema:
         values = [r[column.name] for r in rows]
-        if isinstance(values[0], pa.Array):
-            columns[column.name] = pa.concat_arrays(values).cast(column.type)
+        if any(isinstance(v, pa.Array) for v in values):
+            columns[column.name] = _joined(values, column.type)
         else:
             # from_pandas: a missing optional field reaches here as NaN from pandas: null
             columns[column.name] = pa.array(values, type=column.type, from_pandas=True)
     return pa.table(columns, schema=schema)
+
+
+def _joined(values: list[Any], kind: pa.DataType) -> pa.Array:
+    """One-row Arrow arrays and Nones as one array: each run of Nones is one array of nulls."""
+    pieces = []
+    nulls = 0
+    for v in values:
+        if v is None:
+            nulls += 1
+            continue
+        if nulls:
+            pieces.append(pa.nulls(nulls, kind))
+            nulls = 0
+        pieces.append(v)
+    if nulls:
+        pieces.append(pa.nulls(nulls, kind))
+    return pa.concat_arrays(pieces).cast(kind)
 
 
 def quarantine_rows(records: pd.DataFrame, code: Any, reason: Any) -> pd.DataFrame:

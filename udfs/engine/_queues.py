@@ -1,9 +1,10 @@
-"""A route's queues, worked out once per batch however many producers and scope keys use them:
+"""A route's queues, worked out once per segment however many producers and scope keys use them:
 its digest, a fresh ``TopicPublishInfo``'s queues, and the routing table of each set of isolated
 brokers."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -11,12 +12,11 @@ import numpy as np
 import pyarrow as pa
 
 from udfs.engine._config import Route
-from udfs.engine._state import digest, text_digest
+from udfs.engine._state import digest, text_hasher
 from udfs.rocketmq import MessageQueue, TopicPublishInfo
 from udfs.schema import TABLES
 
 _SELECTABLE = TABLES["routing_table"].field("selectable").type
-_ISOLATED = TABLES["routing_table"].field("isolated").type
 
 
 class Queues:
@@ -24,9 +24,9 @@ class Queues:
 
     def __init__(self) -> None:
         self._facts: dict[int, tuple[Route, str, list[list[Any]], Any]] = {}
+        self._digests: dict[int, tuple[Route, str]] = {}
         self._queues: dict[tuple[int, str], list[MessageQueue]] = {}
         self._layouts: dict[int, Layout] = {}
-        self._tables: dict[tuple[int, Any], tuple[str, pa.Array, pa.Array]] = {}
 
     def facts(self, route: Route) -> tuple[Route, str, list[list[Any]], Any]:
         """A route's digest, fresh queues and write queue numbers."""
@@ -34,9 +34,16 @@ class Queues:
         if facts is None:
             fresh = TopicPublishInfo.from_route(route)
             queues = [[q.broker_name, q.queue_id] for q in fresh.queues]
-            facts = (route, digest([list(e) for e in route]), queues, fresh.write_queue_nums)
+            facts = (route, self.digest(route), queues, fresh.write_queue_nums)
             self._facts[id(route)] = facts  # the route is kept in facts: its id stays
         return facts
+
+    def digest(self, route: Route) -> str:
+        """A route's digest: what the state keeps of it, and its name in the ``routes`` table."""
+        made = self._digests.get(id(route))
+        if made is None:
+            made = self._digests[id(route)] = (route, digest([list(e) for e in route]))
+        return made[1]  # the route is kept beside it: its id stays
 
     def message_queues(self, route: Route, topic: str) -> list[MessageQueue]:
         """A fresh TopicPublishInfo's queues for ``route`` (shared: a queue is immutable)."""
@@ -52,21 +59,16 @@ class Queues:
             made = self._layouts[id(route)] = Layout(route)
         return made
 
-    def table(
-        self, route: Route, isolated: tuple[tuple[str, int], ...]
-    ) -> tuple[str, pa.Array, pa.Array]:
-        """A topic's routing table for a route and its isolated brokers: its digest and its
-        rows' two lists (as one-row Arrow arrays)."""
-        cache_key = (id(route), isolated)
-        made = self._tables.get(cache_key)
-        if made is None:
-            made = self._tables[cache_key] = self.layout(route).table(isolated)
-        return made
+    def reference(self, route: Route) -> str | None:
+        """What a routing-table row says of its route: the route's digest (as the ``routes``
+        table records it), or None when the route has no broker."""
+        return self.digest(route) if route else None
 
 
 class Layout:
     """A route's queues: each broker's place, its writable queues as JSON text (for the digest)
-    and as Arrow rows (for the table)."""
+    and as Arrow rows (for the table). Its routing tables are worked out once per set of
+    isolated brokers, however many scope keys have that set."""
 
     def __init__(self, route: Route) -> None:
         self.route = route  # kept, so that its id is not reused while the layout is cached
@@ -79,22 +81,46 @@ class Layout:
             [{"broker_name": b, "queue_id": q} for b, w in writable for q in range(w)],
             _SELECTABLE.value_type,
         )
+        self._prefixes: dict[tuple[str, ...], hashlib.blake2b] = {}
+        self._digests: dict[tuple[tuple[str, int], ...], str] = {}
+        self._selectable: dict[tuple[str, ...], pa.Array] = {}
 
-    def table(self, isolated: tuple[tuple[str, int], ...]) -> tuple[str, pa.Array, pa.Array]:
-        """``digest([selectable, isolated])`` (``selectable``: the writable queues of the brokers
-        not isolated, as ``[broker, queue]``), written from the JSON made once per route, and the
-        row's two lists."""
-        out = {b for b, _ in isolated}
-        selectable = "[" + ",".join(t for b, t in self.text if b not in out) + "]"
-        iso = json.dumps([list(x) for x in isolated], separators=(",", ":"))
-        queues = self.queues
-        if out:
-            keep = np.ones(len(queues), dtype=bool)
-            for b in out & self.span.keys():
-                keep[slice(*self.span[b])] = False
-            queues = queues.filter(pa.array(keep))
-        return (
-            text_digest(f"[{selectable},{iso}]"),
-            pa.ListArray.from_arrays(pa.array([0, len(queues)], pa.int32()), queues, _SELECTABLE),
-            pa.array([[{"broker_name": b, "until": u} for b, u in isolated]], _ISOLATED),
-        )
+    def _out(self, isolated: tuple[tuple[str, int], ...]) -> tuple[str, ...]:
+        """The isolated brokers that have writable queues here: all the selectable list
+        depends on."""
+        return tuple(b for b, _ in isolated if b in self.span)
+
+    def digest(self, isolated: tuple[tuple[str, int], ...]) -> str:
+        """``digest([selectable, isolated])`` of the routing table with ``isolated`` brokers
+        (``selectable``: the writable queues of the brokers not isolated, as ``[broker,
+        queue]``), from the JSON made once per route and the hash of its start made once per
+        set of isolated brokers."""
+        made = self._digests.get(isolated)
+        if made is None:
+            out = self._out(isolated)
+            prefix = self._prefixes.get(out)
+            if prefix is None:
+                selectable = ",".join(t for b, t in self.text if b not in out)
+                prefix = self._prefixes[out] = text_hasher(f"[[{selectable}],")
+            hasher = prefix.copy()
+            iso = json.dumps([list(x) for x in isolated], separators=(",", ":"))
+            hasher.update(f"{iso}]".encode())
+            made = self._digests[isolated] = hasher.hexdigest()
+        return made
+
+    def selectable(self, isolated: tuple[tuple[str, int], ...]) -> pa.Array:
+        """The routing table's ``selectable`` list with ``isolated`` brokers, as a one-row
+        Arrow array."""
+        out = self._out(isolated)
+        made = self._selectable.get(out)
+        if made is None:
+            queues = self.queues
+            if out:
+                keep = np.ones(len(queues), dtype=bool)
+                for b in out:
+                    keep[slice(*self.span[b])] = False
+                queues = queues.filter(pa.array(keep))
+            made = self._selectable[out] = pa.ListArray.from_arrays(
+                pa.array([0, len(queues)], pa.int32()), queues, _SELECTABLE
+            )
+        return made

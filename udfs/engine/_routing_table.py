@@ -1,11 +1,20 @@
-"""The routing table: each change of a topic's selectable queues, per scope key. A key's table
-changes when a route changes, when one of its brokers is isolated or restored, and when it
-sends to a topic for the first time; a row is written only when the table differs from the
-last one published (the state keeps each published table's digest)."""
+"""The routing table: each change of a topic's selectable queues, per scope key, and the routes
+its rows refer to.
+
+A key's table changes when a route changes, when one of its brokers is isolated or restored, and
+when it sends to a topic for the first time; a row is written only when the table differs from
+the last one published (the state keeps each published table's digest). A row names the route in
+force (``route``, the route's digest) and the brokers the key isolates. The ``cluster`` scope's
+rows (few; producers read them from Kafka) also list every selectable queue; the ``producer``
+scope's do not (thousands of producers, hundreds of queues each): its lists are the route's
+writable queues without the isolated brokers, and each route is recorded once per change in the
+``routes`` table (:func:`record`, by the lead shard)."""
 
 from __future__ import annotations
 
 from typing import Any
+
+import pandas as pd
 
 from udfs.engine._config import CLUSTER, EngineConfig
 from udfs.engine._faults import Opened
@@ -31,16 +40,17 @@ def publish(
     first event ever, when it falls in this segment: the static routes are published then."""
     scope = opened.scope
     quiet = not routes.history
+    moves = _moves(routes)
     for key, tstate in state.tables[scope].items():
         if tstate.profile is None:
             continue
         if quiet and key not in changes and key not in opened.new_topics and scope != CLUSTER:
             continue  # nothing that a routing table is made of changed
-        # (time, order, event_id, kind, payload): 0 route snapshot, 1 availability, 2 new topic
+        # (time, order, event_id, kind, payload): 0 route snapshot, 1 availability, 2 new topic;
+        # the route snapshots that concern the key are added by _rows
         points: list[tuple[int, int, str, int, Any]] = [
-            (t, o, e, 0, snapshot) for t, o, e, snapshot in routes.history
+            (t, o, e, 1, (b, d, u)) for t, o, e, b, d, u in changes.get(key, [])
         ]
-        points += [(t, o, e, 1, (b, d, u)) for t, o, e, b, d, u in changes.get(key, [])]
         if scope == CLUSTER:
             points += [(t, o, e, 2, tp) for t, o, e, tp in routes.topics]
             if first_event is not None:
@@ -48,12 +58,24 @@ def publish(
                 points += [(t0, 1, e0, 2, tp) for tp in config.static_routes]
         else:
             points += [(t, 1, e, 2, tp) for tp, (t, e) in opened.new_topics.get(key, {}).items()]
-        points.sort(key=lambda p: (p[0], p[1], p[2], p[3]))
         isolated = opened.isolated(key)
         out.rows(
             "routing_table",
-            _rows(cluster, state, scope, key, points, isolated, routes.at_start, queues),
+            _rows(cluster, state, scope, key, points, isolated, routes, moves, queues),
         )
+
+
+def _moves(routes: RouteTimeline) -> dict[str, list[int]]:
+    """Per topic, the route snapshots (their places in ``routes.history``) that change its
+    route: the only ones that can change a routing table of the topic."""
+    moves: dict[str, list[int]] = {}
+    before = routes.at_start
+    for i, (_, _, _, after) in enumerate(routes.history):
+        for topic, route in after.items():
+            if route is not before.get(topic):
+                moves.setdefault(topic, []).append(i)
+        before = after
+    return moves
 
 
 def _rows(
@@ -63,11 +85,19 @@ def _rows(
     key: str,
     points: list[tuple[int, int, str, int, Any]],
     isolated: dict[str, int],
-    routes: dict[str, Any],
+    timeline: RouteTimeline,
+    moves: dict[str, list[int]],
     queues: Queues,
 ) -> list[dict[str, Any]]:
     last = state.published.setdefault(f"{scope}|{key}", {})
     known = set(last)
+    topics = known.union(p[4] for p in points if p[3] == 2)
+    for i in sorted({i for topic in topics for i in moves.get(topic, ())}):
+        t, o, e, snapshot = timeline.history[i]
+        points.append((t, o, e, 0, snapshot))
+    points.sort(key=lambda p: (p[0], p[1], p[2], p[3]))
+    routes = timeline.at_start
+    whole = scope == CLUSTER  # rows that list every selectable queue
     rows = []
     for t, _, eid, what, payload in points:
         if what == 0:
@@ -85,13 +115,14 @@ def _rows(
             changed = [payload]
         for topic in sorted(changed):
             route = routes.get(topic, ())
-            positions = queues.layout(route).at
+            layout = queues.layout(route)
+            positions = layout.at
             isolated_here = tuple(
                 (b, u) for _, b, u in sorted(
                     (positions[b], b, u) for b, u in isolated.items() if b in positions
                 )
             )  # fmt: skip
-            digest, selectable, isolated_rows = queues.table(route, isolated_here)
+            digest = layout.digest(isolated_here)
             if last.get(topic) == digest:
                 continue
             last[topic] = digest
@@ -103,8 +134,54 @@ def _rows(
                     "topic": topic,
                     "effective_at": int(t),
                     "cause_event_id": eid,
-                    "selectable": selectable,
-                    "isolated": isolated_rows,
+                    # a producer's own queue list is never rewritten here: the route's holds
+                    "selectable": layout.selectable(isolated_here) if whole else None,
+                    "isolated": [{"broker_name": b, "until": u} for b, u in isolated_here],
+                    "route": queues.reference(route),
                 }
             )
     return rows
+
+
+def record(
+    cluster: str,
+    state: State,
+    events: pd.DataFrame,
+    clock_end: int,
+    routes: RouteTimeline,
+    queues: Queues,
+    out: Out,
+) -> None:
+    """The segment's ``routes`` rows: each topic's effective route, whenever it differs from the
+    one recorded last (the state keeps its digest per topic). A route in force at the segment's
+    start that was never recorded (the static routes before the cluster's first event, a route
+    of a state from before this table) is recorded at the segment's first event."""
+    recorded = state.recorded
+    start: tuple[int, str | None]
+    if len(events):
+        start = (int(events["event_time"].iloc[0]), str(events["event_id"].iloc[0]))
+    else:
+        start = (clock_end, None)
+    points = [(*start, routes.at_start), *((t, e, after) for t, _, e, after in routes.history)]
+    rows = []
+    for t, eid, after in points:
+        for topic in sorted(after):
+            route = after[topic]
+            digest = queues.digest(route)
+            if recorded.get(topic) == digest:
+                continue
+            recorded[topic] = digest
+            rows.append(
+                {
+                    "cluster": cluster,
+                    "topic": topic,
+                    "route": digest,
+                    "effective_at": int(t),
+                    "cause_event_id": eid,
+                    "brokers": [
+                        {"broker_name": b, "write_queue_nums": w, "perm": p} for b, w, p in route
+                    ],
+                    "writable": queues.layout(route).selectable(()),
+                }
+            )
+    out.rows("routes", rows)

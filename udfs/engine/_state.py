@@ -238,6 +238,8 @@ class State:
     heartbeats: dict[str, Heartbeat] = field(default_factory=dict)
     published: dict[str, dict[str, str]] = field(default_factory=dict)
     """The digest of the last routing table published, per ``scope|key``, per topic."""
+    recorded: dict[str, str] = field(default_factory=dict)
+    """The digest of the last route recorded in the ``routes`` table, per topic."""
     schedule: dict[str, list[Waiting]] = field(default_factory=dict)
     """The delay queues: per level, in delivery order."""
     transactions: dict[str, Half] = field(default_factory=dict)
@@ -308,6 +310,7 @@ def _encode(s: State) -> list[Any]:
         _sorted(s.routes),
         {b: [h.last, h.expired, h.eid] for b, h in sorted(s.heartbeats.items())},
         _sorted(s.published),
+        _sorted(s.recorded),
         _sorted(s.schedule),
         {tx: list(vars(h).values()) for tx, h in sorted(s.transactions.items())},
         s.transactions_due,
@@ -404,8 +407,8 @@ def _sorted(value: Any) -> Any:
 
 
 def _decode(v: list[Any]) -> State:
-    (clock, tables, producers, routes, heartbeats, published, schedule, transactions, due,
-     answered, policies, seen) = v  # fmt: skip
+    (clock, tables, producers, routes, heartbeats, published, recorded, schedule, transactions,
+     due, answered, policies, seen) = v  # fmt: skip
     base, outlier, since, probe, shown, window = policies
     waiting, isolated = Waiting._make, Isolated._make
     return State(
@@ -415,6 +418,7 @@ def _decode(v: list[Any]) -> State:
         routes=routes,
         heartbeats={b: Heartbeat(*h) for b, h in heartbeats.items()},
         published=published,
+        recorded=recorded,
         schedule={level: [waiting(x) for x in q] for level, q in schedule.items()},
         transactions={tx: Half(*h) for tx, h in transactions.items()},
         transactions_due=due,
@@ -506,6 +510,7 @@ def _typed(v4: dict[str, Any]) -> State:
             b: Heartbeat(h["last"], h["expired"], h["eid"]) for b, h in v4["heartbeats"].items()
         },
         published=v4["routing_table"],
+        recorded={},  # version 4 recorded no route: the routes in force are recorded next
         schedule={level: [Waiting(*e) for e in q] for level, q in v4.get("schedule", {}).items()},
         transactions={tx: Half(*h) for tx, h in v4.get("transactions", {}).items()},
         transactions_due=v4.get("transactions_due"),
@@ -533,7 +538,13 @@ def digest(value: Any) -> str:
 
 def text_digest(text: str) -> str:
     """:func:`digest` of a value already written as compact JSON."""
-    return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
+    return text_hasher(text).hexdigest()
+
+
+def text_hasher(text: str) -> hashlib.blake2b:
+    """The hash of :func:`text_digest` fed with ``text``: a value's JSON text that starts with
+    it can be digested from a copy, feeding only the rest."""
+    return hashlib.blake2b(text.encode(), digest_size=12)
 
 
 def _queues(route: Route) -> list[list[Any]]:

@@ -1,0 +1,189 @@
+"""The compact routing table (table format 3): the ``producer`` scope's rows refer to a route of
+the ``routes`` table instead of listing its queues, and give back, read with
+:func:`streaming.routing_tables.whole`, exactly the rows the format-2 writer wrote
+(:mod:`tests.engine.legacy_routing_table`, run beside the engine on the same state)."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import itertools
+import json
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from streaming import job
+from streaming.config import load_job_config, load_scenario
+from streaming.routing_tables import RoutingTableError, whole
+from streaming.simulator import simulate
+from tests.engine.conftest import T0, beat, frame, route, run, send
+from tests.engine.legacy_routing_table import Legacy, beside
+from udfs import engine
+from udfs.parse import parse
+from udfs.schema import TABLES
+
+COMPARED = ("scope", "scope_key", "cluster", "topic", "effective_at", "cause_event_id", "isolated")
+CHUNK = 5_000
+"""Rows made whole at a time (a batch of ``fleet-1000`` lists 35 million queues)."""
+
+
+@functools.cache
+def _events(name: str) -> list[dict[str, Any]]:
+    """A scenario's events, simulated once per test session."""
+    return simulate(load_scenario(name))
+
+
+def _parsed(events: list[dict[str, Any]]) -> Any:
+    """Events as the job's operator parses them (``streaming.stateful.run_key``)."""
+    values = [json.dumps(e) for e in events]
+    times = [e["event_time"] for e in events]
+    return parse(values, ["test"] * len(values), times, [None] * len(values)).to_pandas()
+
+
+def _same_rows(got: pa.Table | None, legacy: Legacy, routes: list[pa.Table]) -> int:
+    """The engine's rows, made whole with the routes recorded so far, are the format-2
+    writer's, in the same order. Returns how many there are."""
+    expected = legacy.take()
+    if got is None:
+        assert expected == []
+        return 0
+    assert len(got) == len(expected)
+    producer = got.filter(pa.compute.equal(got["scope"], engine.PRODUCER))
+    assert producer["selectable"].null_count == len(producer)  # no queue listed
+    assert got["selectable"].null_count == len(producer)  # the cluster scope lists them all
+    recorded = pa.concat_tables(routes) if routes else None
+    for start in range(0, len(got), CHUNK):
+        rows = whole(got.slice(start, CHUNK), recorded)
+        part = expected[start : start + CHUNK]
+        assert rows["selectable"].combine_chunks().equals(legacy.selectable(part))
+        for column in COMPARED:
+            assert rows[column].to_pylist() == [r[column] for r in part], column
+    return len(got)
+
+
+@pytest.mark.parametrize(("scenario", "batch"), [("default", 5_000), ("fleet-1000", 50_000)])
+def test_the_whole_lists_come_back_from_the_compact_rows_and_the_routes(
+    scenario: str, batch: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scenario in batches as the job runs it; each batch's routing-table rows, made whole
+    with the ``routes`` rows of this batch and the ones before, are the format-2 rows."""
+    events = _events(scenario)
+    config = job.engine_config(load_job_config())
+    state: engine.State | None = None
+    routes: list[pa.Table] = []
+    producer_rows = 0
+    with beside(monkeypatch) as legacy:
+        for start in range(0, len(events), batch):
+            step = engine.advance(
+                events[0]["cluster"], state, _parsed(events[start : start + batch]), config
+            )
+            state = engine.loads(engine.dumps(step.state))  # as Spark stores it
+            if "routes" in step.tables:
+                routes.append(step.tables["routes"])
+            got = step.tables.get("routing_table")
+            _same_rows(got, legacy, routes)
+            if got is not None:
+                producer_rows += got["selectable"].null_count
+    assert producer_rows > 100  # producers isolated brokers, and their rows were compared
+    recorded = pa.concat_tables(routes)
+    # every change of a route is recorded once: the route events' topics and the brokers the
+    # NameServer dropped and took back
+    assert recorded["route"].null_count == 0
+    per_topic: dict[str, list[str]] = {}
+    for topic, digest in zip(
+        recorded["topic"].to_pylist(), recorded["route"].to_pylist(), strict=True
+    ):
+        per_topic.setdefault(topic, []).append(digest)
+    assert all(a != b for digests in per_topic.values() for a, b in itertools.pairwise(digests))
+
+
+def test_two_shards_refer_to_the_routes_the_lead_records(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With two shards, only the lead writes ``routes``; the other shard's producers refer to
+    them."""
+    events = _events("default")
+    config = job.engine_config(load_job_config())
+    states: list[engine.State | None] = [None, None]
+    routes: list[pa.Table] = []
+    written = [0, 0]
+    with beside(monkeypatch) as legacy:
+        for start in range(0, len(events), 10_000):
+            parsed = _parsed(events[start : start + 10_000])
+            for i in (0, 1):
+                step = engine.advance("c", states[i], parsed, config, engine.Shard(i, 2))
+                states[i] = engine.loads(engine.dumps(step.state))
+                assert i == 0 or "routes" not in step.tables
+                routes += [step.tables["routes"]] if "routes" in step.tables else []
+                written[i] += _same_rows(step.tables.get("routing_table"), legacy, routes)
+    assert all(written)
+
+
+def _dropped(config: engine.EngineConfig) -> tuple[engine.Step, Legacy]:
+    """Topic T's only broker stops heartbeating while the producer isolates it: the NameServer
+    drops it at +130 s, and T's route has no broker left."""
+    with pytest.MonkeyPatch.context() as patch, beside(patch) as legacy:
+        step = engine.advance(
+            "c",
+            None,
+            frame(
+                [
+                    beat("h1", 0, "a"),
+                    send("s1", 1_000, "a", "REMOTING_EXCEPTION", 0),  # 4.9: 600 s
+                    beat("h2", 5_000, "b"),
+                    beat("h3", 200_000, "b"),
+                ]
+            ),
+            config,
+        )
+    return step, legacy
+
+
+def test_static_routes_are_recorded_at_the_first_event_and_an_empty_route_is_no_route() -> None:
+    config = dataclasses.replace(
+        engine.EngineConfig(scopes=(engine.PRODUCER,)), static_routes={"T": (("a", 2, 6),)}
+    )
+    step, legacy = _dropped(config)
+    recorded = step.tables["routes"].to_pylist()
+    assert [(r["topic"], r["effective_at"] - T0, r["cause_event_id"]) for r in recorded] == [
+        ("T", 0, "h1"),  # the static route, at the cluster's first event
+        ("T", 130_000, "h1"),  # a dropped: no broker left (the scan's cause: a's last beat)
+    ]
+    assert recorded[0]["brokers"] == [{"broker_name": "a", "write_queue_nums": 2, "perm": 6}]
+    assert [q["queue_id"] for q in recorded[0]["writable"]] == [0, 1]
+    assert (recorded[1]["brokers"], recorded[1]["writable"]) == ([], [])
+    rows = step.tables["routing_table"]
+    assert [(r["effective_at"] - T0, r["route"]) for r in rows.to_pylist()] == [
+        (1_000, recorded[0]["route"]),  # p's first send, which isolates a
+        (130_000, None),  # no broker in the route: nothing to refer to
+    ]
+    assert whole(rows, step.tables["routes"])["selectable"].to_pylist() == [[], []]
+    assert [r["selectable"] for r in legacy.take()] == [[], []]
+
+
+def test_a_state_from_before_the_routes_table_records_the_route_in_force() -> None:
+    """A state that recorded no route (one of state version 4, from before table format 3)
+    records the routes in force at the next batch's first event, once."""
+    first = run([route("r", 0, "a", "b"), beat("h", 1_000, "a")])
+    assert [r["effective_at"] - T0 for r in first.tables["routes"].to_pylist()] == [0]
+    resumed = dataclasses.replace(first.state, recorded={})
+    second = run([send("s", 2_000, "a"), send("t", 3_000, "b")], state=resumed)
+    (row,) = second.tables["routes"].to_pylist()
+    assert (row["effective_at"] - T0, row["cause_event_id"]) == (2_000, "s")
+    assert row["route"] == first.tables["routes"]["route"][0].as_py()
+    third = run([send("u", 4_000, "a")], state=second.state)
+    assert "routes" not in third.tables
+
+
+def test_a_row_whose_route_is_not_recorded_is_refused() -> None:
+    rows = pa.Table.from_pylist(
+        [{"topic": "T", "route": "nowhere", "isolated": []}], schema=TABLES["routing_table"]
+    )
+    with pytest.raises(RoutingTableError, match=r"\(the first: nowhere, of topic T\)"):
+        whole(rows, TABLES["routes"].empty_table())
+    given = rows.set_column(
+        rows.schema.get_field_index("selectable"),
+        "selectable",
+        pa.array([[{"broker_name": "x", "queue_id": 3}]], TABLES["routing_table"][6].type),
+    )
+    assert whole(given, None).equals(given)  # a listed queue wins: nothing to look up
