@@ -63,7 +63,8 @@ def whole(rows: pa.Table, routes: pa.Table | None) -> pa.Table:
     size = len(given)
     for ref, where in groups.items():
         at = np.asarray(where)
-        pieces.append(_without(writable.get(ref), isolated.take(at)))
+        # as the given column is typed (a list read from Delta names its item "element")
+        pieces.append(_without(writable.get(ref), isolated.take(at)).cast(given.type))
         index[missing[at]] = size + np.arange(len(at))
         size += len(at)
     column = pa.concat_arrays(pieces).take(pa.array(index))
