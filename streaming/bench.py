@@ -6,7 +6,7 @@ operator, parse, stateful engine, file writes, Delta commit), the bytes of state
 rows written per table (a regression in either shows there). The last line is the steady ratio.
 
     python -m streaming.bench [--source files|kafka] [--scenario default] [--repeat 4]
-                              [--batch 50000] [--shards 1] [--floor]
+                              [--speed 1] [--batch 50000] [--shards 1] [--floor]
                               [--state-store hdfs|rocksdb] [--retain N]
 
 The pass-through reads the same records with the same source and writes every raw record to a
@@ -15,15 +15,17 @@ does. ``--source kafka`` publishes the events to librdkafka's mock cluster (a re
 server on 127.0.0.1, in a process of its own), spread over 8 topics of 4 partitions, and reads
 them with the job's Kafka source. ``--scenario`` takes any scenario in ``conf/scenarios`` (for
 example ``fleet-16`` and ``fleet-1000``, the same number of events from 16 and from 1,000
-brokers). ``--shards 2`` runs the job with ``stateful_shards: 2``: each cluster's work split
-over two tasks; the breakdown then also shows the busiest task's operator time, which is what the
-stateful stage costs the batch when the tasks run side by side. ``--floor`` runs, in place of
-the full job, the same query with a stateful function that only takes the records over and
-reports their count: what Spark's source, shuffle, operator and sink cost before any parsing or
-RocketMQ logic, the ceiling of the steady ratio on this machine. ``--state-store rocksdb`` runs
-the job with ``state_store: rocksdb``, and ``--retain N`` with ``min_batches_to_retain: N``; the
-line before the last two gives Spark's state store commit time, the state's memory and the
-checkpoint's size on disk after the run (and every 10 batches, from 20 batches on).
+brokers). ``--speed 10`` plays the scenario ten times as fast (its events at a tenth of their
+distance in event time: ten times the rate, so ten times the event ids a cluster keeps to
+recognise a repeat). ``--shards 2`` runs the job with ``stateful_shards: 2``: each cluster's
+work split over two tasks; the breakdown then also shows the busiest task's operator time, which
+is what the stateful stage costs the batch when the tasks run side by side. ``--floor`` runs, in
+place of the full job, the same query with a stateful function that only takes the records over
+and reports their count: what Spark's source, shuffle, operator and sink cost before any parsing
+or RocketMQ logic, the ceiling of the steady ratio on this machine. ``--state-store rocksdb``
+runs the job with ``state_store: rocksdb``, and ``--retain N`` with ``min_batches_to_retain:
+N``; the line before the last two gives Spark's state store commit time, the state's memory and
+the checkpoint's size on disk after the run (and every 10 batches, from 20 batches on).
 """
 
 from __future__ import annotations
@@ -60,19 +62,20 @@ def _publish(folder: Path, bootstrap: str) -> None:
     publisher.flush()
 
 
-def _events(scenario: str, repeat: int, folder: Path) -> int:
-    """The scenario's events, repeated with shifted ids, as JSON-lines files."""
+def _events(scenario: str, repeat: int, folder: Path, speed: int = 1) -> int:
+    """The scenario's events, repeated with shifted ids and played ``speed`` times as fast, as
+    JSON-lines files."""
     from streaming.config import load_scenario
     from streaming.simulator import simulate, write_jsonl
 
     events = simulate(load_scenario(scenario))
-    span = events[-1]["event_time"] - events[0]["event_time"] + 1000
+    t0 = events[0]["event_time"]
+    span = (events[-1]["event_time"] - t0) // speed + 1000
     out = []
     for r in range(repeat):
         for e in events:
-            out.append(
-                {**e, "event_id": f"{r}-{e['event_id']}", "event_time": e["event_time"] + r * span}
-            )
+            t = t0 + (e["event_time"] - t0) // speed + r * span
+            out.append({**e, "event_id": f"{r}-{e['event_id']}", "event_time": t})
     write_jsonl(out, folder)
     return len(out)
 
@@ -188,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--source", choices=("files", "kafka"), default="files")
     parser.add_argument("--scenario", default="default")
     parser.add_argument("--repeat", type=int, default=4)
+    parser.add_argument("--speed", type=int, default=1, help="play the scenario N times as fast")
     parser.add_argument("--batch", type=int, default=50_000)
     parser.add_argument("--shards", type=int, default=1, help="stateful_shards of the job")
     parser.add_argument("--state-store", choices=("hdfs", "rocksdb"), default="hdfs")
@@ -206,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     cluster = ExitStack()
     try:
         folder = work / "events"
-        total = _events(args.scenario, args.repeat, folder)
+        total = _events(args.scenario, args.repeat, folder, args.speed)
         settings: dict[str, Any] = {"source": "files", "path": str(folder)}
         if args.source == "kafka":
             from streaming.mock_kafka import mock_cluster
@@ -256,7 +260,8 @@ def main(argv: list[str] | None = None) -> int:
         query.awaitTermination()
         full = [(b["seconds"], int(b["input"])) for b in batches]
         print(
-            f"{args.source} source, scenario {args.scenario} x{args.repeat}: {total} records, "
+            f"{args.source} source, scenario {args.scenario} x{args.repeat}"
+            f"{f' at {args.speed}x speed' if args.speed > 1 else ''}: {total} records, "
             f"micro-batches of at most {args.batch}, {spark.sparkContext.master}, "
             f"{args.shards} shard(s) per cluster"
         )
@@ -271,7 +276,8 @@ def main(argv: list[str] | None = None) -> int:
         print(
             "\nfull job per batch (s): records, total = source+shuffle + receive + parse + "
             "stateful + write + commit (operator times summed over tasks); busiest task; "
-            "state bytes written; then the rows written per table"
+            "state bytes written and the time to read and write them; then the rows written per "
+            "table"
         )
         for b in batches:
             operator = b["slowest_task_ms"] / 1000  # tasks run side by side
@@ -281,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{b['parse_ms'] / 1000:>5.2f} + "
                 f"{b['engine_ms'] / 1000:>5.2f} + {b['files_ms'] / 1000:>5.2f} + "
                 f"{b['commit_ms'] / 1000:>5.2f}; {b['slowest_task_ms'] / 1000:>5.2f}; "
-                f"{b['state_bytes']:>11,}"
+                f"{b['state_bytes']:>11,} in {(b.get('state_ms') or 0) / 1000:.2f} s"
             )
             if b.get("committed"):
                 print(f"{'':>13} rows: {_table_rows(b['committed'])}")

@@ -56,6 +56,7 @@ META = pa.schema(
         ("engine_ms", pa.int64()),
         ("files_ms", pa.int64()),
         ("state_bytes", pa.int64()),
+        ("state_ms", pa.int64()),
         ("task", pa.int64()),
         ("stats", pa.string()),
         ("partition", pa.string()),
@@ -275,6 +276,7 @@ COUNTERS = (
     "engine_ms",
     "files_ms",
     "state_bytes",
+    "state_ms",
 )
 
 

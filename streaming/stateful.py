@@ -103,7 +103,9 @@ def run_key(
     ).to_pandas()
     parsed = time.perf_counter()
     previous = engine.loads(state) if state is not None else None
+    loaded = time.perf_counter()
     step = engine.advance(cluster, previous, events, config, shard)
+    stepped = time.perf_counter()
     saved = engine.dumps(step.state)
     advanced = time.perf_counter()
     metas = [
@@ -121,6 +123,7 @@ def run_key(
             "engine_ms": _ms(advanced - parsed),
             "files_ms": _ms(time.perf_counter() - advanced),
             "state_bytes": len(saved.encode()),
+            "state_ms": _ms(loaded - parsed + advanced - stepped),
             "task": 0,
         }
     )

@@ -343,6 +343,7 @@ BATCHES = pa.schema(
         ("add_batch_ms", pa.int64()),
         ("state_rows", pa.int64()),
         ("state_memory_bytes", pa.int64()),
+        ("state_ms", pa.int64()),
     ]
 )
 """One row per micro-batch, written by the sink's commit. ``input`` counts the records that
@@ -354,7 +355,8 @@ Timings: ``write_ms`` is the batch's run in Spark (read, shuffle, the operator) 
 ``commit_ms`` the Delta commits; of the operator, summed over its clusters, ``receive_ms``
 taking the records over from Spark, ``parse_ms`` parsing,
 ``engine_ms`` the state machine (with loading and saving its state) and ``files_ms`` writing the
-Parquet files. ``state_bytes`` is the size of the state written in this batch.
+Parquet files. ``state_bytes`` is the size of the state written in this batch, ``state_ms``
+the part of ``engine_ms`` spent reading and writing it (its codec).
 ``slowest_task_ms`` is the operator's time in its busiest task (its keys' four timings summed):
 the stateful stage's share of the batch when its tasks run side by side. ``committed_at`` is the
 wall-clock time (epoch ms) of the batch's commit: against ``clock``, how far the job is behind.

@@ -150,7 +150,15 @@ def one_batch(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return quick_run(folder, "one", "--max-records-per-batch", "1000000").parent
 
 
-BATCH_TIMINGS = ("write_ms", "commit_ms", "receive_ms", "parse_ms", "engine_ms", "files_ms")
+BATCH_TIMINGS = (
+    "write_ms",
+    "commit_ms",
+    "receive_ms",
+    "parse_ms",
+    "engine_ms",
+    "files_ms",
+    "state_ms",
+)
 BATCH_TIMINGS += ("slowest_task_ms", "committed_at", "committed_at_ts", *PROGRESS_COLUMNS)
 
 
