@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+from collections import namedtuple
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -9,10 +11,17 @@ import pandas as pd
 
 
 def tuples(frame: pd.DataFrame, columns: Sequence[str] | None = None) -> Iterable[Any]:
-    """``frame.itertuples(index=False)`` over ``columns`` (default: all). pandas' itertuples costs
-    a fixed time per column, even for an empty frame, and most frames of a small micro-batch are
-    empty (no failed send, no retry): an empty frame gives nothing at once, and a loop names
-    the columns it reads."""
+    """The rows of ``frame`` over ``columns`` (default: all) as named tuples, with the values
+    ``frame.itertuples(index=False)`` gives. They are read a column at a time (``tolist``):
+    pandas' itertuples reads its string columns, which Arrow holds, one value at a time, and
+    costs a fixed time per column even for an empty frame (most frames of a small micro-batch
+    are). A loop names the columns it reads."""
     if not len(frame):
         return ()
-    return (frame if columns is None else frame[list(columns)]).itertuples(index=False)
+    names = tuple(frame.columns if columns is None else columns)
+    return map(_row(names)._make, zip(*(frame[c].tolist() for c in names), strict=True))
+
+
+@functools.lru_cache(maxsize=64)
+def _row(names: tuple[str, ...]) -> Any:
+    return namedtuple("Row", names)

@@ -81,7 +81,8 @@ def follow(
             ),
         )
     row: Any
-    for row in tuples(ticks):  # in (event_time, event_id) order
+    columns = ("event_time", "event_id", "kind", "broker_name", "topic", "brokers_json")
+    for row in tuples(ticks, columns):  # in (event_time, event_id) order
         view.scans_until(int(row.event_time))
         if row.kind == "heartbeat":
             view.heartbeat(row)

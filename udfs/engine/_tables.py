@@ -110,14 +110,7 @@ class _Table:
         the order of the rows, so each row is applied once."""
 
     def _item(self, row: int) -> FaultItem:
-        s = self.scope
-        return FaultItem(
-            str(s.broker[row]),
-            int(s.latency[row]),
-            int(s.start[row]),
-            bool(s.reachable[row]),
-            int(s.time[row]),
-        )
+        return FaultItem(*self.scope.item_fields(row))
 
     def _present(self, broker: str, pos: int) -> FaultItem | None:
         positions = self.by_broker.get(broker)
@@ -144,11 +137,11 @@ class _Table:
         """Apply this key's rows after ``_cursor`` up to ``pos``: the last one of each broker."""
         lo = int(np.searchsorted(self.positions, self._cursor, side="right"))
         hi = int(np.searchsorted(self.positions, pos, side="right"))
-        rows = self.positions[lo:hi]
-        _, last = np.unique(self.scope.broker[rows][::-1], return_index=True)
-        for row in rows[len(rows) - 1 - last].tolist():
-            item = self._item(row)
-            self._current[item.name] = item
+        rows = self.positions[lo:hi].tolist()
+        brokers = self.scope.broker_names
+        last = dict(zip([brokers[r] for r in rows], rows, strict=True))  # a broker's last row
+        for broker, row in last.items():
+            self._current[broker] = self._item(row)
         self._cursor = pos
 
     def snapshot(self, pos: int, rng: random.Random) -> FaultTable:
@@ -270,6 +263,7 @@ class ScopeTables:
                 self.dur[sel],
             )
         self._positions: dict[str, np.ndarray] | None = None
+        self._fields: list[list[Any]] | None = None
         self.views: dict[str, _Table] = {}
         self._results: dict[str, int] | None = None
 
@@ -283,6 +277,21 @@ class ScopeTables:
                 str(keys[a]): np.sort(order[a:b]) for a, b in itertools.pairwise(bounds) if b > a
             }
         return self._positions.get(key, np.zeros(0, dtype=np.int64))
+
+    @property
+    def broker_names(self) -> list[str]:
+        return self._item_columns()[0]
+
+    def item_fields(self, row: int) -> tuple[str, int, int, bool, int]:
+        """The fields of the FaultItem row ``row`` leaves (``FaultItem``'s first five)."""
+        broker, latency, start, reachable, time = self._item_columns()
+        return broker[row], latency[row], start[row], reachable[row], time[row]
+
+    def _item_columns(self) -> list[list[Any]]:
+        if self._fields is None:
+            columns = (self.broker, self.latency, self.start, self.reachable, self.time)
+            self._fields = [c.tolist() for c in columns]
+        return self._fields
 
     def view(self, key: str) -> _Table | None:
         """The key's table for routing decisions; None when the key has no rows this batch."""
@@ -418,13 +427,12 @@ class ScopeTables:
         """The order of a table no routing decision read, after the brokers it meets for the
         first time joined it where they first appear (as :class:`_Table` would), and its
         capacity."""
-        rows = self.positions(key)
-        brokers = self.broker[rows]
-        _, first = np.unique(brokers, return_index=True)
+        brokers = self.broker_names
+        met = dict.fromkeys(brokers[r] for r in self.positions(key).tolist())  # in row order
         init = self.init[key]
         order = _ConcurrentHashMapOrder(tstate.cap, [it.broker for it in tstate.items])
         size = len(tstate.items)
-        for _, broker in sorted((int(rows[i]), str(brokers[i])) for i in first.tolist()):
+        for broker in met:
             if broker not in init:
                 size += 1
                 order.add(broker, size)

@@ -55,6 +55,8 @@ class _ConcurrentHashMapOrder:
     def __init__(self, capacity: int = 32, names: Iterable[str] = ()) -> None:
         self.capacity = capacity
         self._bins: dict[int, list[str]] = {}
+        self._names: list[str] | None = None
+        """The iteration order, until the next change."""
         for name in names:
             self._bins.setdefault(self._bin(name, capacity), []).append(name)
 
@@ -65,11 +67,13 @@ class _ConcurrentHashMapOrder:
         return ((h ^ ((h & 0xFFFFFFFF) >> 16)) & 0x7FFFFFFF) & (capacity - 1)
 
     def add(self, name: str, size_after: int) -> None:
+        self._names = None
         self._bins.setdefault(self._bin(name, self.capacity), []).append(name)
         if size_after >= self.capacity - (self.capacity >> 2):
             self._resize()
 
     def remove(self, name: str) -> None:
+        self._names = None
         bucket = self._bins[self._bin(name, self.capacity)]
         bucket.remove(name)
 
@@ -92,8 +96,9 @@ class _ConcurrentHashMapOrder:
         self.capacity = 2 * n
 
     def __iter__(self) -> Iterator[str]:
-        for index in sorted(self._bins):
-            yield from self._bins[index]
+        if self._names is None:
+            self._names = [name for index in sorted(self._bins) for name in self._bins[index]]
+        return iter(self._names)
 
 
 class FaultTable:
@@ -128,12 +133,21 @@ class FaultTable:
         self.worst_index = worst_index
         self.rng = rng
         self._items: dict[str, FaultItem] = {item.name: item for item in items}
-        self._order = _ConcurrentHashMapOrder(capacity, self._items)
+        self._capacity = capacity
+        self._made: _ConcurrentHashMapOrder | None = None
+
+    @property
+    def _order(self) -> _ConcurrentHashMapOrder:
+        """The iteration order, worked out when first needed: most queue selections only look
+        items up."""
+        if self._made is None:
+            self._made = _ConcurrentHashMapOrder(self._capacity, self._items)
+        return self._made
 
     @property
     def capacity(self) -> int:
         """The simulated ``ConcurrentHashMap`` table size; pass it back to restore the order."""
-        return self._order.capacity
+        return self._capacity if self._made is None else self._made.capacity
 
     def __iter__(self) -> Iterator[FaultItem]:
         """The items in ``ConcurrentHashMap`` iteration order."""
@@ -175,9 +189,9 @@ class FaultTable:
             )
         else:
             item = FaultItem(broker, latency_ms, now_ms + not_available_ms, True, now_ms)
-        self._items[broker] = item
         if old is None:
-            self._order.add(broker, len(self._items))
+            self._order.add(broker, len(self._items) + 1)  # the order before it joins
+        self._items[broker] = item
         return item
 
     def report(
@@ -208,8 +222,9 @@ class FaultTable:
         """``remove(name)``; None raises like ``ConcurrentHashMap.remove(null)``."""
         if broker is None:
             raise TypeError("NullPointerException: ConcurrentHashMap.remove(null)")
-        if self._items.pop(broker, None) is not None:
-            self._order.remove(broker)
+        if broker in self._items:
+            self._order.remove(broker)  # the order before it leaves
+            del self._items[broker]
 
     def pick_one_at_least(self, now_ms: int) -> str | None:
         """``pickOneAtLeast`` per profile (ROCKETMQ.md §2); None for an empty table (5.x: when no
