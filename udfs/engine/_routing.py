@@ -97,13 +97,11 @@ def _decide(
     _, digest, _, wqn = queues.facts(route)
     if pub is None or pub.route != digest:
         # the route's own queues, its index drawn at this send
-        pub = PublishInfo(digest, None, None, f"{row.event_time}|{row.event_id}")
+        pub = PublishInfo(digest, {}, None, f"{row.event_time}|{row.event_id}")
         pubs[f"{scope}|{row.topic}"] = pub
-    mqs = (
-        [MessageQueue(b, q, row.topic) for b, q in pub.queues]
-        if pub.queues is not None
-        else list(queues.message_queues(route, row.topic))
-    )
+    mqs = list(queues.message_queues(route, row.topic))
+    for at, q in pub.rewrites.items():
+        mqs[at] = MessageQueue(q.broker, q.queue_id, row.topic)
     info = TopicPublishInfo(mqs, wqn, pub.index, rng(config.seed, pkey, pub.seed, row.event_id))
     if table is not None:
         assert tables is not None
@@ -122,9 +120,12 @@ def _decide(
         if sel.removed is not None:
             table.remove(sel.removed, pos, int(row.event_time), row.event_id)
     if sel.rewritten:  # RocketMQ 4.x rewrote a queue of the list in place
-        after = [Queue(q.broker_name, q.queue_id) for q in info.queues]
         fresh = queues.facts(route)[2]
-        pub.queues = None if [list(q) for q in after] == fresh else after
+        pub.rewrites = {
+            at: Queue(q.broker_name, q.queue_id)
+            for at, q in enumerate(info.queues)
+            if [q.broker_name, q.queue_id] != fresh[at]
+        }
         if swaps:
             _report_swap(cluster, key, row, before, info.queues, wqn, profile.name, out)
     pub.index = info.index

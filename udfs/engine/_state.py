@@ -70,11 +70,13 @@ class Queue(NamedTuple):
 
 @dataclass
 class PublishInfo:
-    """A producer's ``TopicPublishInfo`` for a topic in a scope: its route's digest, its queues
-    where RocketMQ 4.x rewrote them (None: the route's own) and its ``sendWhichQueue`` index."""
+    """A producer's ``TopicPublishInfo`` for a topic in a scope: its route's digest, the queues
+    RocketMQ 4.x rewrote in place and its ``sendWhichQueue`` index."""
 
     route: str
-    queues: list[Queue] | None
+    rewrites: dict[int, Queue]
+    """The queues that differ from the route's own list, by their place in it (a rewrite never
+    changes the list's length): a handful, not the topic's hundreds of queues."""
     index: int | None
     seed: str
     """Where its random index start is drawn from."""
@@ -382,8 +384,12 @@ def _encode_producers(producers: dict[str, Producer]) -> list[Any]:
         [None if pr.send is None else pr.send.key for pr in chosen],
         [None if pr.send is None else pr.send.start - pr.last for pr in chosen],
         routes,
-        [[n, k, route[i.route], i.queues, i.index, i.seed] for n, k, i in pubs],
+        [[n, k, route[i.route], _rewrites(i), i.index, i.seed] for n, k, i in pubs],
     ]
+
+
+def _rewrites(pub: PublishInfo) -> list[list[Any]]:
+    return [[at, *q] for at, q in sorted(pub.rewrites.items())]
 
 
 def _decode_producers(columns: list[Any]) -> dict[str, Producer]:
@@ -393,8 +399,8 @@ def _decode_producers(columns: list[Any]) -> dict[str, Producer]:
         for pid, t, eid, key, start in zip(ids, last, eids, keys, starts, strict=True)
     }
     chosen = list(producers.values())
-    for n, k, r, queues, index, seed in pubs:
-        kept = None if queues is None else [Queue._make(q) for q in queues]
+    for n, k, r, rewrites, index, seed in pubs:
+        kept = {at: Queue(b, q) for at, b, q in rewrites}
         chosen[n].pub[k] = PublishInfo(routes[r], kept, index, seed)
     return producers
 
@@ -472,6 +478,7 @@ def _typed(v4: dict[str, Any]) -> State:
     window = p.get("window")
     seconds = sorted(v4["seen"], key=int)
     ids = [eid for s in seconds for eid in v4["seen"][s]]
+    own = _own_queues(v4)
     return State(
         clock=v4["clock"],
         tables={
@@ -495,7 +502,7 @@ def _typed(v4: dict[str, Any]) -> State:
                 {
                     k: PublishInfo(
                         i["route"],
-                        None if i["queues"] is None else [Queue(*q) for q in i["queues"]],
+                        _rewrites_of(i["queues"], own.get(i["route"])),
                         i["index"],
                         i["seed"],
                     )
@@ -529,6 +536,25 @@ def _typed(v4: dict[str, Any]) -> State:
             id_hashes(ids) if ids else np.zeros(0, np.uint64),
         ),
     )
+
+
+def _own_queues(v4: dict[str, Any]) -> dict[str, list[list[Any]]]:
+    """The queues of a fresh TopicPublishInfo of each route the state's NameServer view gives
+    (declared, without the brokers it dropped), by the route's digest."""
+    expired = {b for b, h in v4["heartbeats"].items() if h["expired"]}
+    own = {}
+    for declared in v4["routes"].values():
+        route = tuple((b, int(w), int(p)) for b, w, p in sorted(declared) if b not in expired)
+        own[digest([list(e) for e in route])] = _queues(route)
+    return own
+
+
+def _rewrites_of(queues: list[list[Any]] | None, own: list[list[Any]] | None) -> dict[int, Queue]:
+    """A version 4 publish info's queue list (None: the route's own) as the places where it
+    differs from its route's own list; every place when that list is unknown (a static route):
+    the route's own list has the same length, and the first rewrite keeps only the
+    differences."""
+    return {at: Queue(*q) for at, q in enumerate(queues or ()) if own is None or list(q) != own[at]}
 
 
 def digest(value: Any) -> str:
