@@ -159,11 +159,20 @@ def build(page: Page, refresh_ms: int) -> Dash:
         Output("producers", "options"),
         Output("problem", "children"),
         *[Output(name, "figure" if name in FIGURES else "children") for name in SECTIONS],
+        Output("tick", "interval"),
         Input("tick", "n_intervals"),
         Input("cluster", "value"),
         Input("producers", "value"),
     )
     def redraw(_: Any, cluster: str | None, producers: list[str] | None) -> list[Any]:
+        started = time.perf_counter()
+        drawn = _redraw(cluster, producers)
+        # the next tick once this answer is in: a tick that comes first makes the browser drop
+        # the answer it waits for, and a page slower to draw than --refresh would never change
+        took = (time.perf_counter() - started) * 1000
+        return [*drawn, max(refresh_ms, round(2 * took))]
+
+    def _redraw(cluster: str | None, producers: list[str] | None) -> list[Any]:
         page.refresh()
         clusters = page.model.clusters()
         if cluster not in clusters:

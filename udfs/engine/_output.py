@@ -58,7 +58,8 @@ def _from_rows(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
     columns = {}
     for column in schema:
         values = [r[column.name] for r in rows]
-        if any(isinstance(v, pa.Array) for v in values):
+        nested = pa.types.is_list(column.type)  # only a list can come as an Arrow array
+        if nested and any(isinstance(v, pa.Array) for v in values):
             columns[column.name] = _joined(values, column.type)
         else:
             # from_pandas: a missing optional field reaches here as NaN from pandas: null

@@ -1,0 +1,127 @@
+"""The engine alone: what a key's step costs without Spark, one process, no contention.
+
+Simulates a scenario (``--repeat`` copies one after another, played ``--speed`` times as fast, as
+:mod:`streaming.bench` does), parses it in batches of ``--batch`` records, and runs each batch
+through the state codec and :func:`udfs.engine.advance`, as the operator does: first as one key
+doing all of the cluster's work, then as ``--shards`` keys splitting it (``stateful_shards``).
+Each figure is the least CPU time over ``--runs`` runs (the machine is noisy; the least is the
+cost the work itself sets). Prints, per batch: the events, the whole step's seconds (of which
+the state's decoding and encoding), the state's bytes, then each shard's seconds and the slowest
+shard's share of the whole; last, the steady figures (every batch but the first).
+
+    python -m streaming.bench_engine [--scenario fleet-1000] [--repeat 1] [--speed 1]
+                                     [--batch 50000] [--shards 2] [--runs 3]
+
+Parsing is left out: every shard parses every record (the Spark benchmark shows its cost)."""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from streaming import bench
+from streaming.config import load_job_config
+from streaming.job import engine_config
+from streaming.sources import list_files
+from udfs import engine
+from udfs.parse import parse
+
+
+def _batches(scenario: str, repeat: int, speed: int, size: int) -> tuple[str, list[pd.DataFrame]]:
+    """The scenario's cluster and its parsed events in batches of ``size``."""
+    with tempfile.TemporaryDirectory(prefix="faultline-bench-engine-") as folder:
+        bench._events(scenario, repeat, Path(folder), speed)
+        lines = [line for p in list_files(Path(folder)) for line in p.read_text().splitlines()]
+    batches = []
+    for at in range(0, len(lines), size):
+        chunk = lines[at : at + size]
+        n = len(chunk)
+        batches.append(parse(chunk, [f"bench:{i}" for i in range(n)], [None] * n, [None] * n))
+    cluster = str(batches[0]["cluster"][0].as_py()) if batches else ""
+    return cluster, [b.to_pandas() for b in batches]
+
+
+def _run(
+    cluster: str, batches: list[pd.DataFrame], config: engine.EngineConfig, shards: int
+) -> list[list[tuple[float, float, int]]]:
+    """Per batch, per shard: (seconds, of which the state's, state bytes)."""
+    saved: dict[int, str] = {}
+    figures = []
+    for events in batches:
+        row = []
+        for index in range(shards):
+            shard = engine.Shard(index, shards) if shards > 1 else engine.WHOLE
+            gc.disable()  # as the operator runs a step
+            started = time.process_time()
+            state = engine.loads(saved[index]) if index in saved else None
+            loaded = time.process_time()
+            step = engine.advance(cluster, state, events, config, shard)
+            stepped = time.process_time()
+            saved[index] = engine.dumps(step.state)
+            done = time.process_time()
+            gc.enable()
+            row.append((done - started, loaded - started + done - stepped, len(saved[index])))
+        figures.append(row)
+    return figures
+
+
+def _least(
+    runs: list[list[list[tuple[float, float, int]]]],
+) -> list[list[tuple[float, float, int]]]:
+    return [
+        [min((r[b][s] for r in runs), key=lambda f: f[0]) for s in range(len(runs[0][b]))]
+        for b in range(len(runs[0]))
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--scenario", default="fleet-1000")
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--speed", type=int, default=1)
+    parser.add_argument("--batch", type=int, default=50_000)
+    parser.add_argument("--shards", type=int, default=2)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args(argv)
+    config = engine_config(load_job_config(None, {"source": "files", "path": "."}))
+    cluster, batches = _batches(args.scenario, args.repeat, args.speed, args.batch)
+    gc.collect()
+    gc.freeze()  # the parsed batches stay: no collection walks them
+    whole = _least([_run(cluster, batches, config, 1) for _ in range(args.runs)])
+    split = _least([_run(cluster, batches, config, args.shards) for _ in range(args.runs)])
+    print(
+        f"engine alone, scenario {args.scenario} x{args.repeat}"
+        f"{f' at {args.speed}x speed' if args.speed > 1 else ''}: "
+        f"{sum(len(b) for b in batches)} events in batches of at most {args.batch}, "
+        f"least CPU time of {args.runs} runs; one key, then {args.shards} shards"
+    )
+    print("per batch: events; whole step s (state s), state bytes; each shard's s; slowest share")
+    for b, events in enumerate(batches):
+        (seconds, state, size), shards = whole[b][0], split[b]
+        slowest = max(s for s, _, _ in shards)
+        print(
+            f"  batch {b:>3}: {len(events):>7}; {seconds:>5.2f} ({state:.2f}), {size:>10,} B; "
+            + " ".join(f"{s:.2f}" for s, _, _ in shards)
+            + f"; {slowest / max(seconds, 1e-9):.2f}"
+        )
+    steady = range(1, len(batches)) if len(batches) > 1 else range(len(batches))
+    one = [whole[b][0][0] for b in steady]
+    worst = [max(s for s, _, _ in split[b]) for b in steady]
+    written = [whole[b][0][2] for b in steady]
+    print(
+        f"steady: whole {sum(one) / len(one):.2f} s per batch (first {one[0]:.2f}, last "
+        f"{one[-1]:.2f}), state {sum(written) / len(written):,.0f} B per batch (largest "
+        f"{max(written):,}); slowest of {args.shards} shards: {sum(worst) / sum(one):.2f} of the "
+        "whole"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
