@@ -7,7 +7,8 @@ doing all of the cluster's work, then as ``--shards`` keys splitting it (``state
 Each figure is the least CPU time over ``--runs`` runs (the machine is noisy; the least is the
 cost the work itself sets). Prints, per batch: the events, the whole step's seconds (of which
 the state's decoding and encoding), the state's bytes, then each shard's seconds and the slowest
-shard's share of the whole; last, the steady figures (every batch but the first).
+shard's share of the whole; last, the steady figures (every batch but the first, and but a last
+batch smaller than the first).
 
     python -m streaming.bench_engine [--scenario fleet-1000] [--repeat 1] [--speed 1]
                                      [--batch 50000] [--shards 2] [--runs 3]
@@ -110,7 +111,9 @@ def main(argv: list[str] | None = None) -> int:
             + " ".join(f"{s:.2f}" for s, _, _ in shards)
             + f"; {slowest / max(seconds, 1e-9):.2f}"
         )
-    steady = range(1, len(batches)) if len(batches) > 1 else range(len(batches))
+    # every batch but the first, and but a last one smaller than the others (a scenario's tail)
+    steady = [b for b in range(1, len(batches)) if len(batches[b]) == len(batches[0])]
+    steady = steady or list(range(len(batches)))
     one = [whole[b][0][0] for b in steady]
     worst = [max(s for s, _, _ in split[b]) for b in steady]
     written = [whole[b][0][2] for b in steady]
