@@ -35,7 +35,7 @@ Stages, each a module, composed in :func:`_apply` (one segment of a batch) in th
 10. ``_transactions``: half messages, their ends and the brokers' check-backs.
 
 ``_shards`` splits the work of a cluster over keys; ``_output`` types the rows; ``_state`` is the
-versioned JSON state and its codec. Python runs per *decision point* only (a failed attempt
+typed, versioned state and its codec. Python runs per *decision point* only (a failed attempt
 that will be retried, a route change, a heartbeat).
 
 Delay queues. Failed sends, consumer send-backs and delayed sends enter the delay queues of
