@@ -83,6 +83,10 @@ class Page:
             self.refresh_ms = (time.perf_counter() - started) * 1000
 
 
+KEPT_DRAWINGS = 16
+"""Drawings kept for the requests that come while another draws (per cluster and producers)."""
+
+
 def build(page: Page, refresh_ms: int) -> Dash:
     """The Dash app: one callback refreshes the model and redraws every section."""
     app = Dash(__name__, title="faultline", update_title="")
@@ -153,6 +157,9 @@ def build(page: Page, refresh_ms: int) -> Dash:
         style=PAGE,
     )
 
+    drawing = threading.Lock()
+    drawn: dict[tuple[str | None, tuple[str, ...]], list[Any]] = {}
+
     @app.callback(
         Output("cluster", "options"),
         Output("cluster", "value"),
@@ -165,12 +172,26 @@ def build(page: Page, refresh_ms: int) -> Dash:
         Input("producers", "value"),
     )
     def redraw(_: Any, cluster: str | None, producers: list[str] | None) -> list[Any]:
-        started = time.perf_counter()
-        drawn = _redraw(cluster, producers)
-        # the next tick once this answer is in: a tick that comes first makes the browser drop
-        # the answer it waits for, and a page slower to draw than --refresh would never change
-        took = (time.perf_counter() - started) * 1000
-        return [*drawn, max(refresh_ms, round(2 * took))]
+        """A tick that comes while the browser waits for an answer makes it drop that answer,
+        so a page slower to draw than --refresh (a busy machine, large tables) would never
+        change. A request that comes while another draws is answered at once with the last
+        drawing for its inputs, and the ticks slow down to twice the time a drawing takes."""
+        inputs = (cluster, tuple(producers or ()))
+        if not drawing.acquire(blocking=False):
+            if inputs in drawn:
+                return drawn[inputs]
+            drawing.acquire()  # nothing drawn for these inputs yet: wait for the draw under way
+        try:
+            started = time.perf_counter()
+            result = _redraw(cluster, producers)
+            took = (time.perf_counter() - started) * 1000
+            result.append(max(refresh_ms, round(2 * took)))
+            if len(drawn) >= KEPT_DRAWINGS:
+                drawn.clear()
+            drawn[inputs] = result
+            return result
+        finally:
+            drawing.release()
 
     def _redraw(cluster: str | None, producers: list[str] | None) -> list[Any]:
         page.refresh()

@@ -9,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 
+from udfs._frames import tuples
 from udfs.engine._config import CLUSTER, EngineConfig
 from udfs.engine._output import Out
 from udfs.engine._state import Item, State, Table
@@ -54,9 +55,8 @@ def open_tables(
         chosen = sends[sends["latency_fault_enable"].to_numpy(bool)]
         profiles = chosen["client_profile"]
         firsts = chosen.drop_duplicates(["producer_id", "topic"])
-        for pid, topic, t, eid in firsts[
-            ["producer_id", "topic", "event_time", "event_id"]
-        ].itertuples(index=False):
+        columns = ("producer_id", "topic", "event_time", "event_id")
+        for pid, topic, t, eid in tuples(firsts, columns):
             tstate = _tstate(state, scope, str(pid))
             if topic not in tstate.topics:
                 tstate.topics = sorted([*tstate.topics, topic])

@@ -57,13 +57,14 @@ class Out:
 def _from_rows(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
     columns = {}
     for column in schema:
-        values = [r[column.name] for r in rows]
-        nested = pa.types.is_list(column.type)  # only a list can come as an Arrow array
+        name, kind = column.name, column.type  # read once: a field's attributes are slow
+        values = [r[name] for r in rows]
+        nested = pa.types.is_list(kind)  # only a list can come as an Arrow array
         if nested and any(isinstance(v, pa.Array) for v in values):
-            columns[column.name] = _joined(values, column.type)
+            columns[name] = _joined(values, kind)
         else:
             # from_pandas: a missing optional field reaches here as NaN from pandas: null
-            columns[column.name] = pa.array(values, type=column.type, from_pandas=True)
+            columns[name] = pa.array(values, type=kind, from_pandas=True)
     return pa.table(columns, schema=schema)
 
 

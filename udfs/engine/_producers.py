@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from udfs._frames import tuples
 from udfs.engine._config import PRODUCER, EngineConfig
 from udfs.engine._output import Out
 from udfs.engine._shards import Shard
@@ -119,7 +120,7 @@ def spent_budget(state: State, sends: pd.DataFrame, config: EngineConfig) -> np.
             spent = (left < config.send_msg_timeout_ms) & (retries["latency"].to_numpy() >= left)
         out[failed] = spent
     latest = firsts.drop_duplicates("pid", keep="last")
-    for pid, key, start in latest[["pid", "key", "start"]].itertuples(index=False):
+    for pid, key, start in tuples(latest, ("pid", "key", "start")):
         known[pid].send = FirstAttempt(key, int(start))  # its latest first attempt
     return out
 
