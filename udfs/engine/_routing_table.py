@@ -95,7 +95,7 @@ def _rows(
     for i in sorted({i for topic in topics for i in moves.get(topic, ())}):
         t, o, e, snapshot = timeline.history[i]
         points.append((t, o, e, 0, snapshot))
-    points.sort(key=_when)
+    points.sort(key=lambda p: (p[0], p[1], p[2], p[3]))
     routes = timeline.at_start
     whole = scope == CLUSTER  # rows that list every selectable queue
     rows = []
@@ -141,11 +141,6 @@ def _rows(
                 }
             )
     return rows
-
-
-def _when(point: tuple[int, int, str, int, Any]) -> tuple[int, int, str, int]:
-    """A point's place: (time, order, event_id, kind); its payload never decides it."""
-    return point[:4]
 
 
 def record(
