@@ -7,8 +7,10 @@ doing all of the cluster's work, then as ``--shards`` keys splitting it (``state
 Each figure is the least CPU time over ``--runs`` runs (the machine is noisy; the least is the
 cost the work itself sets). Prints, per batch: the events, the whole step's seconds (of which
 the state's decoding and encoding), the state's bytes, then each shard's seconds and the slowest
-shard's share of the whole; last, the steady figures (every batch but the first, and but a last
-batch smaller than the first).
+shard's share of the whole; then the steady figures (every batch but the first, and but a last
+batch smaller than the first); then the lead shard owning no producer (the cluster-wide work,
+which no split of the producers takes off it: the least the slowest shard can cost); last, the
+largest steady state by part (:func:`udfs.engine.footprint`).
 
     python -m streaming.bench_engine [--scenario fleet-1000] [--repeat 1] [--speed 1]
                                      [--batch 50000] [--shards 2] [--runs 3]
@@ -22,8 +24,10 @@ import gc
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from streaming import bench
@@ -48,16 +52,36 @@ def _batches(scenario: str, repeat: int, speed: int, size: int) -> tuple[str, li
     return cluster, [b.to_pandas() for b in batches]
 
 
+@dataclass(frozen=True)
+class _LeadAlone(engine.Shard):
+    """The lead shard owning no producer: the cluster-wide work alone, which no split of the
+    producers takes off the lead (the least the slowest shard can cost)."""
+
+    def owns(self, producer_id: str) -> bool:
+        return False
+
+    def mask(self, producer_ids: np.ndarray) -> np.ndarray:
+        return np.zeros(len(producer_ids), dtype=bool)
+
+
+def _shards(count: int) -> list[engine.Shard]:
+    return [engine.Shard(i, count) for i in range(count)] if count > 1 else [engine.WHOLE]
+
+
 def _run(
-    cluster: str, batches: list[pd.DataFrame], config: engine.EngineConfig, shards: int
+    cluster: str,
+    batches: list[pd.DataFrame],
+    config: engine.EngineConfig,
+    shards: list[engine.Shard],
+    parts: list[dict[str, int]] | None = None,
 ) -> list[list[tuple[float, float, int]]]:
-    """Per batch, per shard: (seconds, of which the state's, state bytes)."""
+    """Per batch, per shard: (seconds, of which the state's, state bytes). ``parts`` receives
+    the first shard's state by part after each batch (:func:`udfs.engine.footprint`)."""
     saved: dict[int, str] = {}
     figures = []
     for events in batches:
         row = []
-        for index in range(shards):
-            shard = engine.Shard(index, shards) if shards > 1 else engine.WHOLE
+        for index, shard in enumerate(shards):
             gc.disable()  # as the operator runs a step
             started = time.process_time()
             state = engine.loads(saved[index]) if index in saved else None
@@ -68,6 +92,8 @@ def _run(
             done = time.process_time()
             gc.enable()
             row.append((done - started, loaded - started + done - stepped, len(saved[index])))
+            if parts is not None and index == 0:
+                parts.append(engine.footprint(step.state))
         figures.append(row)
     return figures
 
@@ -94,8 +120,16 @@ def main(argv: list[str] | None = None) -> int:
     cluster, batches = _batches(args.scenario, args.repeat, args.speed, args.batch)
     gc.collect()
     gc.freeze()  # the parsed batches stay: no collection walks them
-    whole = _least([_run(cluster, batches, config, 1) for _ in range(args.runs)])
-    split = _least([_run(cluster, batches, config, args.shards) for _ in range(args.runs)])
+    parts: list[dict[str, int]] = []
+    whole = _least(
+        [
+            _run(cluster, batches, config, _shards(1), parts if r == 0 else None)
+            for r in range(args.runs)
+        ]
+    )
+    split = _least([_run(cluster, batches, config, _shards(args.shards)) for _ in range(args.runs)])
+    lead = [_LeadAlone(0, max(args.shards, 2))]
+    alone = _least([_run(cluster, batches, config, lead) for _ in range(args.runs)])
     print(
         f"engine alone, scenario {args.scenario} x{args.repeat}"
         f"{f' at {args.speed}x speed' if args.speed > 1 else ''}: "
@@ -122,6 +156,18 @@ def main(argv: list[str] | None = None) -> int:
         f"{one[-1]:.2f}), state {sum(written) / len(written):,.0f} B per batch (largest "
         f"{max(written):,}); slowest of {args.shards} shards: {sum(worst) / sum(one):.2f} of the "
         "whole"
+    )
+    least = sum(alone[b][0][0] for b in steady)
+    print(
+        f"the lead alone (the cluster-wide work, owning no producer): {least / len(steady):.2f} s "
+        f"per batch, {least / sum(one):.2f} of the whole: the least the slowest shard can cost"
+    )
+    largest = max(steady, key=lambda b: whole[b][0][2])
+    kept = sorted(parts[largest].items(), key=lambda p: -p[1])
+    print(
+        f"state of batch {largest} by part (compressed apart, as text): "
+        + ", ".join(f"{name} {size:,} B" for name, size in kept[:4])
+        + f", the rest {sum(size for _, size in kept[4:]):,} B"
     )
     return 0
 

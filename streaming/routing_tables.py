@@ -5,9 +5,11 @@ its ``selectable`` is null unless the producer's own queue list differs from wha
 gives, and ``route`` names the route in force, which the ``routes`` table records once per
 change (``writable``: its queues in the order of ``selectable``). The whole list is then the
 route's writable queues without the row's ``isolated`` brokers, and an empty list when the row
-has no route. :func:`whole` puts the lists back; :func:`read` reads a job's rows with them. Rows
-of a format-2 table (no ``route`` column, every list whole) come back as they are, so both
-formats, and a table holding both, read alike.
+has no route. Since format 4, a change of a route that leaves a producer's isolated brokers as
+they were writes no row for it: its list at an instant is its last row's, with the route in
+force *then* (:func:`in_force`). :func:`whole` puts the lists back; :func:`read` reads a job's
+rows with them. Rows of a format-2 table (no ``route`` column, every list whole) come back as
+they are, so every format, and a table holding several, read alike.
 
     >>> import pyarrow as pa
     >>> from udfs.schema import TABLES
@@ -123,13 +125,13 @@ def _without(queues: pa.Array | None, isolated: pa.ListArray) -> pa.ListArray:
 def read(output: Path, where: Any = None) -> pa.Table:
     """The ``routing_table`` rows of a job's (or a replay's) output that match ``where`` (a
     ``pyarrow.dataset`` expression, pushed down: only matching files and row groups are read),
-    with their whole lists."""
+    with their whole lists: each as it was when the row was written."""
     return whole(*_compact(output, where))
 
 
 def in_force(output: Path, at: int, scope: str, scope_key: str) -> list[dict[str, Any]]:
-    """A scope key's routing table of each topic at the instant ``at`` (its last row at or
-    before it), whole, by topic."""
+    """A scope key's routing table of each topic at the instant ``at``, whole, by topic: its
+    last row at or before it, where it lists no queue with the route in force at ``at``."""
     import pyarrow.dataset as ds
 
     where = (
@@ -138,13 +140,49 @@ def in_force(output: Path, at: int, scope: str, scope_key: str) -> list[dict[str
         & (ds.field("effective_at") <= at)
     )
     rows, routes = _compact(output, where)
-    # a stable sort: the rows of a batch at one instant keep the order the job wrote them in
+    chosen = rows.take(_last(rows, ["topic"]))
+    listed: list[dict[str, Any]] = whole(_route_at(chosen, routes, at), routes).to_pylist()
+    return sorted(listed, key=lambda r: r["topic"])
+
+
+def _last(rows: pa.Table, keys: list[str]) -> pa.Array:
+    """The position of the last row of each ``keys``, in the order the rows were written: by
+    ``effective_at``, then batch (a stable sort: the rows of a batch at one instant keep the
+    order the job wrote them in)."""
     order = pc.sort_indices(rows, [("effective_at", "ascending"), ("batch_id", "ascending")])
-    topics = rows["topic"].take(order).to_pylist()
-    last = {topic: i for i, topic in zip(order.to_pylist(), topics, strict=True)}
-    chosen = rows.take(pa.array([last[t] for t in sorted(last)], pa.int64()))
-    listed: list[dict[str, Any]] = whole(chosen, routes).to_pylist()
-    return listed
+    named = zip(*(rows[k].take(order).to_pylist() for k in keys), strict=True)
+    last = dict(zip(named, order.to_pylist(), strict=True))
+    return pa.array(list(last.values()), pa.int64())
+
+
+def _route_at(rows: pa.Table, routes: pa.Table | None, at: int) -> pa.Table:
+    """The rows (one per topic) that list no queue, with the route of their topic in force at
+    ``at`` (the last ``routes`` row at or before it): a producer's row stays in force across
+    route changes that leave its isolated brokers as they were."""
+    if routes is None:
+        return rows
+    recorded = routes.filter(pc.less_equal(routes["effective_at"], at))
+    now = recorded.take(_last(recorded, ["cluster", "topic"]))
+    route = dict(
+        zip(
+            zip(now["cluster"].to_pylist(), now["topic"].to_pylist(), strict=True),
+            now["route"].to_pylist(),
+            strict=True,
+        )
+    )
+    refs = [
+        route.get((c, t), ref) if missing else ref
+        for c, t, ref, missing in zip(
+            rows["cluster"].to_pylist(),
+            rows["topic"].to_pylist(),
+            rows["route"].to_pylist(),
+            rows["selectable"].is_null().to_pylist(),
+            strict=True,
+        )
+    ]
+    return rows.set_column(
+        rows.schema.get_field_index("route"), "route", pa.array(refs, pa.string())
+    )
 
 
 def _compact(output: Path, where: Any) -> tuple[pa.Table, pa.Table | None]:
@@ -153,6 +191,8 @@ def _compact(output: Path, where: Any) -> tuple[pa.Table, pa.Table | None]:
 
     rows = DeltaTable(str(output / "routing_table")).to_pyarrow_dataset().to_table(filter=where)
     routes = None
-    if "route" in rows.column_names and pc.any(pc.is_valid(rows["route"])).as_py():
-        routes = DeltaTable(str(output / "routes")).to_pyarrow_table(columns=["route", "writable"])
+    if "route" in rows.column_names and rows["selectable"].null_count:
+        routes = DeltaTable(str(output / "routes")).to_pyarrow_table(
+            columns=["cluster", "topic", "route", "effective_at", "batch_id", "writable"]
+        )
     return rows, routes

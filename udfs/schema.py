@@ -308,14 +308,16 @@ def timestamp_name(column: str) -> str:
     return f"{column}_ts"
 
 
-TABLE_FORMAT = 3
+TABLE_FORMAT = 4
 """The layout of the tables this faultline writes, kept in each table's description
 (``faultline table format N``): a reader refuses a format newer than its own. Format 2 added
 the ``*_ts`` timestamps and the ``event_date`` partitions; format-1 tables (unpartitioned) are
 still written, and take on the timestamp columns. Format 3 made the ``producer`` scope's
 ``routing_table`` rows compact (``selectable`` null, ``route`` a reference into the new
 ``routes`` table); a format-2 ``routing_table`` takes on the ``route`` column, and its rows
-keep their whole lists."""
+keep their whole lists. Format 4 writes no ``producer`` scope row at a change of a route that
+leaves the producer's isolated brokers as they were: a reader takes the route in force at the
+instant it asks about (``streaming.routing_tables.in_force``)."""
 
 BATCHES = pa.schema(
     [

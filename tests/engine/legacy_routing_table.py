@@ -1,7 +1,9 @@
 """The routing table as faultline wrote it up to table format 2: every row with its whole
-``selectable`` list, in both scopes. A faithful copy of that writer (``udfs.engine._routing_table``
-and ``udfs.engine._queues.Layout.table`` at commit e08ff61), kept to check that the compact
-producer-scope rows of format 3, with the ``routes`` table, give back exactly its rows.
+``selectable`` list, in both scopes, and a producer's row at every change of a route. A faithful
+copy of that writer (``udfs.engine._routing_table`` and ``udfs.engine._queues.Layout.table`` at
+commit e08ff61; its rows also name the route in force, for the comparison), kept to check that
+the compact producer-scope rows of format 4, with the ``routes`` table, give back every list it
+wrote, at its instant.
 
 It runs beside the engine's own stage (:func:`beside`): each call starts from the same state
 ("the last table published" per scope key and topic) as the engine's, on a copy of it."""
@@ -134,6 +136,8 @@ class Legacy:
                         "cause_event_id": eid,
                         "selectable": selectable,
                         "isolated": [{"broker_name": b, "until": u} for b, u in isolated_here],
+                        # not a format-2 column: the route in force, to compare with format 4
+                        "route": engine_state.digest([list(e) for e in route]) if route else None,
                     }
                 )
 
@@ -163,7 +167,9 @@ def _positions(route: Any) -> dict[str, int]:
 @contextmanager
 def beside(monkeypatch: pytest.MonkeyPatch) -> Iterator[Legacy]:
     """The engine with the format-2 writer running beside its routing-table stage, on a copy
-    of the same state; after each call, the copy's published digests must equal the engine's."""
+    of the same state; after each call, the copy's published digests of the ``cluster`` scope
+    must equal the engine's, and both must know the same topics of each producer (since table
+    format 4, a producer's digest stands for its isolated brokers alone)."""
     legacy = Legacy()
     real: Callable[..., None] = udfs.engine.publish
 
@@ -181,7 +187,14 @@ def beside(monkeypatch: pytest.MonkeyPatch) -> Iterator[Legacy]:
         shadow = dataclasses.replace(state, published=copy.deepcopy(state.published))
         legacy.publish(cluster, shadow, opened, changes, routes, first_event, config)
         real(cluster, state, opened, changes, routes, queues, first_event, config, out)
-        assert shadow.published == state.published
+        assert {k: v.keys() for k, v in shadow.published.items()} == {
+            k: v.keys() for k, v in state.published.items()
+        }
+        assert all(
+            shadow.published[k] == v
+            for k, v in state.published.items()
+            if k.startswith(f"{CLUSTER}|")
+        )
 
     with monkeypatch.context() as patch:
         patch.setattr(udfs.engine, "publish", both)

@@ -164,7 +164,12 @@ def test_a_version_2_checkpoint_resumes_as_if_this_version_had_written_it() -> N
         # the last send is not known before version 4: the upgrade's clock stands in for it
         assert converted.clock is not None
         assert producer.last == converted.clock >= ours.producers[pid].last
-    assert converted.published == ours.published
+    # the producer scope's digests name the route too before table format 4: the writer
+    # still recognises them, so the rows below are the same
+    assert converted.published["cluster|c"] == ours.published["cluster|c"]
+    assert {k: v.keys() for k, v in converted.published.items()} == {
+        k: v.keys() for k, v in ours.published.items()
+    }
     assert converted.recorded == {} != ours.recorded
     rest = frame(rows[900:])
     after_v2 = engine.advance("c", converted, rest, config)

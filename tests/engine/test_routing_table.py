@@ -42,25 +42,62 @@ def _parsed(events: list[dict[str, Any]]) -> Any:
     return parse(values, ["test"] * len(values), times, [None] * len(values)).to_pandas()
 
 
-def _same_rows(got: pa.Table | None, legacy: Legacy, routes: list[pa.Table]) -> int:
-    """The engine's rows, made whole with the routes recorded so far, are the format-2
-    writer's, in the same order. Returns how many there are."""
+Latest = dict[tuple[str, str], dict[str, Any]]
+"""Each producer's last compact row per topic, over the batches so far."""
+
+
+def _same_rows(got: pa.Table | None, legacy: Legacy, routes: list[pa.Table], latest: Latest) -> int:
+    """The engine's rows are the format-2 writer's, in the same order, but for a producer's
+    rows at a change of a route that left the brokers it isolates as they were; and every list
+    the format-2 writer wrote comes back, at its instant, from the producer's last compact row
+    and the route in force then. Returns how many rows the engine wrote."""
     expected = legacy.take()
-    if got is None:
-        assert expected == []
-        return 0
-    assert len(got) == len(expected)
-    producer = got.filter(pa.compute.equal(got["scope"], engine.PRODUCER))
-    assert producer["selectable"].null_count == len(producer)  # no queue listed
-    assert got["selectable"].null_count == len(producer)  # the cluster scope lists them all
+    written = [] if got is None else got.select([*COMPARED, "route"]).to_pylist()
+    if got is not None:
+        producer = got.filter(pa.compute.equal(got["scope"], engine.PRODUCER))
+        assert producer["selectable"].null_count == len(producer)  # no queue listed
+        assert got["selectable"].null_count == len(producer)  # the cluster scope lists them all
+    at = 0
+    listed: list[tuple[int, dict[str, Any]]] = []  # the cluster scope's rows, and the engine's
+    rebuilt: list[tuple[dict[str, Any], dict[str, Any]]] = []  # a producer's: legacy, compact
+    for row in expected:
+        if at < len(written) and all(written[at][c] == row[c] for c in (*COMPARED, "route")):
+            if row["scope"] == engine.CLUSTER:
+                listed.append((at, row))
+            else:
+                latest[row["scope_key"], row["topic"]] = written[at]
+            at += 1
+        else:  # left out: the producer's last row, with the route in force now, stands for it
+            assert row["scope"] == engine.PRODUCER, row
+        if row["scope"] == engine.PRODUCER:
+            last = latest[row["scope_key"], row["topic"]]
+            rebuilt.append((row, {**last, "route": row["route"], "selectable": None}))
+    assert at == len(written)  # every row the engine wrote is one the format-2 writer wrote
+    if listed:
+        rows = got.take(pa.array([i for i, _ in listed]))  # type: ignore[union-attr]
+        assert rows["selectable"].combine_chunks().equals(legacy.selectable([r for _, r in listed]))
     recorded = pa.concat_tables(routes) if routes else None
-    for start in range(0, len(got), CHUNK):
-        rows = whole(got.slice(start, CHUNK), recorded)
-        part = expected[start : start + CHUNK]
-        assert rows["selectable"].combine_chunks().equals(legacy.selectable(part))
-        for column in COMPARED:
-            assert rows[column].to_pylist() == [r[column] for r in part], column
-    return len(got)
+    brokers = (
+        {}
+        if recorded is None
+        else {
+            r: {b["broker_name"] for b in bs}
+            for r, bs in zip(
+                recorded["route"].to_pylist(), recorded["brokers"].to_pylist(), strict=True
+            )
+        }
+    )
+    for start in range(0, len(rebuilt), CHUNK):
+        part = rebuilt[start : start + CHUNK]
+        compact = pa.Table.from_pylist([c for _, c in part], schema=TABLES["routing_table"])
+        made = whole(compact, recorded)
+        assert made["selectable"].combine_chunks().equals(legacy.selectable([r for r, _ in part]))
+        for row, compact in part:  # what the last row isolates in the route in force
+            held = brokers.get(row["route"], set())
+            assert sorted(tuple(i.values()) for i in row["isolated"]) == sorted(
+                tuple(i.values()) for i in compact["isolated"] if i["broker_name"] in held
+            )
+    return len(written)
 
 
 @pytest.mark.parametrize(("scenario", "batch"), [("default", 5_000), ("fleet-1000", 50_000)])
@@ -73,6 +110,7 @@ def test_the_whole_lists_come_back_from_the_compact_rows_and_the_routes(
     config = job.engine_config(load_job_config())
     state: engine.State | None = None
     routes: list[pa.Table] = []
+    latest: Latest = {}
     producer_rows = 0
     with beside(monkeypatch) as legacy:
         for start in range(0, len(events), batch):
@@ -83,7 +121,7 @@ def test_the_whole_lists_come_back_from_the_compact_rows_and_the_routes(
             if "routes" in step.tables:
                 routes.append(step.tables["routes"])
             got = step.tables.get("routing_table")
-            _same_rows(got, legacy, routes)
+            _same_rows(got, legacy, routes, latest)
             if got is not None:
                 producer_rows += got["selectable"].null_count
     assert producer_rows > 100  # producers isolated brokers, and their rows were compared
@@ -107,6 +145,7 @@ def test_two_shards_refer_to_the_routes_the_lead_records(monkeypatch: pytest.Mon
     states: list[engine.State | None] = [None, None]
     routes: list[pa.Table] = []
     written = [0, 0]
+    latest: Latest = {}
     with beside(monkeypatch) as legacy:
         for start in range(0, len(events), 10_000):
             parsed = _parsed(events[start : start + 10_000])
@@ -115,7 +154,7 @@ def test_two_shards_refer_to_the_routes_the_lead_records(monkeypatch: pytest.Mon
                 states[i] = engine.loads(engine.dumps(step.state))
                 assert i == 0 or "routes" not in step.tables
                 routes += [step.tables["routes"]] if "routes" in step.tables else []
-                written[i] += _same_rows(step.tables.get("routing_table"), legacy, routes)
+                written[i] += _same_rows(step.tables.get("routing_table"), legacy, routes, latest)
     assert all(written)
 
 

@@ -178,7 +178,7 @@ def test_tables_of_a_newer_faultline_get_a_page_that_says_so(browser: Any, tmp_p
         page = browser.new_page()
         page.goto(url)
         text = _text(page, "#problem", "written by a newer faultline")
-        assert "table format 99; this one reads format 3" in text
+        assert "table format 99; this one reads format 4" in text
         assert "Traceback" not in page.content()
     finally:
         log = _stop(server)

@@ -75,7 +75,7 @@ def test_a_format_2_routing_table_takes_on_format_3_and_both_kinds_of_row_read_w
     tmp_path: Path,
 ) -> None:
     """A job resuming on format-2 tables: ``routing_table`` takes on the ``route`` column and
-    format 3 in its description (an older faultline then refuses it), ``routes`` is made, and
+    the current format in its description (an older faultline then refuses it), ``routes`` is made, and
     the rows of both formats read with their whole lists."""
     from deltalake import write_deltalake
 
@@ -101,8 +101,8 @@ def test_a_format_2_routing_table_takes_on_format_3_and_both_kinds_of_row_read_w
     sink.create_tables(tmp_path)
     table = DeltaTable(str(tmp_path / "routing_table"))
     assert "route" in {f.name for f in table.schema().fields}
-    assert sink.table_format(table) == sink.TABLE_FORMAT == 3
-    assert sink.table_format(DeltaTable(str(tmp_path / "routes"))) == 3
+    assert sink.table_format(table) == sink.TABLE_FORMAT == 4
+    assert sink.table_format(DeltaTable(str(tmp_path / "routes"))) == 4
     compact = {**row, "effective_at": 2_000, "cause_event_id": "e2", "selectable": None,
                "isolated": [{"broker_name": "b", "until": 9_000}], "route": "r1"}  # fmt: skip
     route = {"cluster": "c", "topic": "T", "route": "r1", "effective_at": 1_500,
@@ -119,3 +119,16 @@ def test_a_format_2_routing_table_takes_on_format_3_and_both_kinds_of_row_read_w
     ]
     (found,) = routing_tables.in_force(tmp_path, 1_999, "producer", "p")
     assert found["cause_event_id"] == "e1"
+    # format 4: the route changes and the producer's isolations do not, so no row of its own
+    moved = {**route, "route": "r2", "effective_at": 3_000, "writable": queues("b", "d")}
+    metas = sink.write_file(
+        tmp_path, "routes", pa.Table.from_pylist([moved], schema=sink.TABLES["routes"]), 2, "app"
+    )
+    sink.commit_batch(tmp_path, 2, metas, "app", write_ms=0)
+    lists = {t: routing_tables.in_force(tmp_path, t, "producer", "p") for t in (2_999, 3_000)}
+    assert [(r["cause_event_id"], r["route"], r["selectable"]) for r in lists[2_999]] == [
+        ("e2", "r1", queues("a", "c"))
+    ]
+    assert [(r["cause_event_id"], r["route"], r["selectable"]) for r in lists[3_000]] == [
+        ("e2", "r2", queues("d"))  # its last row, with the route in force then
+    ]

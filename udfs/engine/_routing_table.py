@@ -5,10 +5,13 @@ A key's table changes when a route changes, when one of its brokers is isolated 
 when it sends to a topic for the first time; a row is written only when the table differs from
 the last one published (the state keeps each published table's digest). A row names the route in
 force (``route``, the route's digest) and the brokers the key isolates. The ``cluster`` scope's
-rows (few; producers read them from Kafka) also list every selectable queue; the ``producer``
-scope's do not (thousands of producers, hundreds of queues each): its lists are the route's
-writable queues without the isolated brokers, and each route is recorded once per change in the
-``routes`` table (:func:`record`, by the lead shard)."""
+rows (few; producers read them from Kafka) also list every selectable queue, and follow every
+change of a route. The ``producer`` scope's rows do neither (thousands of producers, hundreds of
+queues each): a producer's list at an instant is the writable queues of the route in force then
+without the brokers its last row isolates, so a row is written only when those brokers change
+(an isolation, a restore, a route that takes in or drops a broker the producer isolates), not
+at every change of a route. Each route is recorded once per change in the ``routes`` table
+(:func:`record`, by the lead shard)."""
 
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ from udfs.engine._faults import Opened
 from udfs.engine._nameserver import RouteTimeline
 from udfs.engine._output import Out
 from udfs.engine._queues import Queues
-from udfs.engine._state import State
+from udfs.engine._state import State, digest
 from udfs.engine._tables import Change
 
 
@@ -44,8 +47,13 @@ def publish(
     for key, tstate in state.tables[scope].items():
         if tstate.profile is None:
             continue
-        if quiet and key not in changes and key not in opened.new_topics and scope != CLUSTER:
-            continue  # nothing that a routing table is made of changed
+        if (
+            scope != CLUSTER
+            and key not in changes
+            and key not in opened.new_topics
+            and (quiet or not opened.isolated(key))
+        ):
+            continue  # its rows follow its isolations, and none of them can change
         # (time, order, event_id, kind, payload): 0 route snapshot, 1 availability, 2 new topic;
         # the route snapshots that concern the key are added by _rows
         points: list[tuple[int, int, str, int, Any]] = [
@@ -122,10 +130,11 @@ def _rows(
                     (positions[b], b, u) for b, u in isolated.items() if b in positions
                 )
             ) if isolated else ()  # fmt: skip
-            digest = layout.digest(isolated_here)
-            if last.get(topic) == digest:
-                continue
+            digest = layout.digest(isolated_here) if whole else _isolating(isolated_here)
+            published = last.get(topic)
             last[topic] = digest
+            if published == digest or (not whole and published == layout.digest(isolated_here)):
+                continue  # (a producer's table published before table format 4 named its route)
             rows.append(
                 {
                     "scope": scope,
@@ -141,6 +150,11 @@ def _rows(
                 }
             )
     return rows
+
+
+def _isolating(isolated: tuple[tuple[str, int], ...]) -> str:
+    """What a ``producer`` scope row stands for: the brokers it isolates, whatever the route."""
+    return digest([list(x) for x in isolated])
 
 
 def record(

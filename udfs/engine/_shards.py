@@ -20,6 +20,7 @@ import zlib
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,9 @@ class Shard:
         """Which of these producers this shard owns."""
         if self.count == 1:
             return np.ones(len(producer_ids), dtype=bool)
-        return np.array([self.owns(str(p)) for p in producer_ids], dtype=bool)
+        codes, uniques = pd.factorize(producer_ids, use_na_sentinel=False)
+        mine = np.array([self.owns(str(p)) for p in uniques], dtype=bool)
+        return mine[codes]
 
 
 WHOLE = Shard()
