@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         ]
     )
     split = _least([_run(cluster, batches, config, _shards(args.shards)) for _ in range(args.runs)])
-    lead = [_LeadAlone(0, max(args.shards, 2))]
+    lead: list[engine.Shard] = [_LeadAlone(0, max(args.shards, 2))]
     alone = _least([_run(cluster, batches, config, lead) for _ in range(args.runs)])
     print(
         f"engine alone, scenario {args.scenario} x{args.repeat}"

@@ -29,5 +29,21 @@ def test_it_prints_each_batch_whole_and_sharded_then_the_steady_figures(
     assert re.fullmatch(
         r"steady: whole \d+\.\d\d s per batch \(first \d+\.\d\d, last \d+\.\d\d\), state "
         r"[\d,]+ B per batch \(largest [\d,]+\); slowest of 3 shards: \d+\.\d\d of the whole",
-        lines[-1],
+        lines[-3],
     )
+    assert re.fullmatch(
+        r"the lead alone \(the cluster-wide work, owning no producer\): \d+\.\d\d s per batch, "
+        r"\d+\.\d\d of the whole: the least the slowest shard can cost",
+        lines[-2],
+    )
+    # the state by part, largest first: quick's repeat ids are most of it
+    parts = re.fullmatch(
+        r"state of batch \d by part \(compressed apart, as text\): (.*)", lines[-1]
+    )
+    assert parts is not None, lines[-1]
+    *named, rest = parts.group(1).split(", ")
+    found = [re.fullmatch(r"(\w+) ([\d,]+) B", p) for p in named]
+    assert all(found) and re.fullmatch(r"the rest [\d,]+ B", rest), parts.group(1)
+    assert found[0].group(1) == "seen"  # type: ignore[union-attr]
+    sizes = [int(m.group(2).replace(",", "")) for m in found]  # type: ignore[union-attr]
+    assert sizes == sorted(sizes, reverse=True) and sizes[0] > 0

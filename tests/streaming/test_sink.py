@@ -75,8 +75,8 @@ def test_a_format_2_routing_table_takes_on_format_3_and_both_kinds_of_row_read_w
     tmp_path: Path,
 ) -> None:
     """A job resuming on format-2 tables: ``routing_table`` takes on the ``route`` column and
-    the current format in its description (an older faultline then refuses it), ``routes`` is made, and
-    the rows of both formats read with their whole lists."""
+    the current format in its description (an older faultline then refuses it), ``routes`` is
+    made, and the rows of both formats read with their whole lists."""
     from deltalake import write_deltalake
 
     from streaming import routing_tables
