@@ -16,7 +16,8 @@ cluster scope. Its latency is the time from handing the broker's first failing s
 the producer (:class:`streaming.kafka.Publisher`) to reading that ``ISOLATE`` from the decisions
 topic; both times are taken in this process, on one monotonic clock.
 
-Prints one line per incident and a summary: the count, p50 and p99 (nearest rank) in ms and the
+Prints one line per incident, where the job's batches spent their time (:func:`breakdown`, from
+its ``batches`` table), and a summary: the count, p50 and p99 (nearest rank) in ms and the
 publish rate achieved. Exit code 0 when every incident got its ``ISOLATE``, 1 otherwise. Every
 wait is bounded, and the job is stopped however this ends. A measurement, not a test: the
 numbers depend on the machine, which runs the job, the mock cluster and the publisher at once.
@@ -263,6 +264,52 @@ def _plan(args: argparse.Namespace, brokers: list[str]) -> list[Incident]:
         plan.append(Incident(len(plan) + 1, brokers[len(plan) % len(brokers)], at))
         at += args.every
     return plan
+
+
+def breakdown(batches: Sequence[dict[str, Any]]) -> str | None:
+    """Where a batch's time goes, from the ``batches`` rows: the median of each part in ms over
+    the batches Spark reported (it reports a batch after the next has begun, so the last may
+    have no figures). Spark's batch (``batch_ms``) is its sink (``add_batch_ms``) and what it
+    does around it; the sink runs the query (``write_ms``, with publishing; of which the
+    operator's busiest task, ``slowest_task_ms``, is shown apart) and the Delta commits
+    (``commit_ms``). Medians, so the parts need not add up to the batch's median.
+
+    >>> row = {"batch_ms": 2000, "add_batch_ms": 1700, "write_ms": 1400, "commit_ms": 200,
+    ...        "slowest_task_ms": 600, "receive_ms": 50, "parse_ms": 150, "engine_ms": 350,
+    ...        "files_ms": 50}
+    >>> print(breakdown([row]))
+    batch time, median of 1 batches: 2,000 ms
+      Spark around the sink: 300 ms (offsets, planning, its logs, the state store's commit)
+      the query but the operator: 800 ms (source, shuffle, tasks, rows read back, publishing)
+      the operator's busiest task: 600 ms (receive 50, parse 150, engine 350, files 50)
+      Delta commits: 200 ms
+      the rest of the sink: 100 ms (the batches row, Spark's progress)
+    """
+    seen = [b for b in batches if b.get("batch_ms") is not None]
+    if not seen:
+        return None
+
+    def median(column: Any) -> int:
+        return round(percentile([column(b) for b in seen], 50))
+
+    task = ", ".join(
+        f"{name} {median(lambda b, n=name: b[f'{n}_ms'] or 0):,}"
+        for name in ("receive", "parse", "engine", "files")
+    )
+    parts = [
+        ("Spark around the sink", lambda b: b["batch_ms"] - b["add_batch_ms"],
+         "offsets, planning, its logs, the state store's commit"),
+        ("the query but the operator", lambda b: b["write_ms"] - (b["slowest_task_ms"] or 0),
+         "source, shuffle, tasks, rows read back, publishing"),
+        ("the operator's busiest task", lambda b: b["slowest_task_ms"] or 0, task),
+        ("Delta commits", lambda b: b["commit_ms"], ""),
+        ("the rest of the sink", lambda b: b["add_batch_ms"] - b["write_ms"] - b["commit_ms"],
+         "the batches row, Spark's progress"),
+    ]  # fmt: skip
+    lines = [f"batch time, median of {len(seen)} batches: {median(lambda b: b['batch_ms']):,} ms"]
+    for name, column, what in parts:
+        lines.append(f"  {name}: {median(column):,} ms" + (f" ({what})" if what else ""))
+    return "\n".join(lines)
 
 
 def _committed_batches(output: Path) -> list[dict[str, Any]]:
@@ -563,6 +610,9 @@ def _report(
             f"batch time after the first: median {percentile(seconds, 50):.2f} s, "
             f"max {seconds[-1]:.2f} s"
         )
+        line = breakdown(batches[1:] or batches)
+        if line:
+            print(line)
     rate = published / elapsed if elapsed > 0 else 0.0
     summary = f"summary: {len(plan)} incidents, {len(latencies)} with an ISOLATE"
     if latencies:

@@ -33,4 +33,15 @@ def test_each_incident_gets_its_isolate_and_a_measured_latency(
     assert len(summary) == 1, out
     assert summary[0].startswith("summary: 2 incidents, 2 with an ISOLATE; latency p50 "), out
     assert " p99 " in summary[0] and "published " in summary[0], out
+    # where a batch's time goes, part by part, from the batches table
+    lines = out.splitlines()
+    (at,) = [i for i, line in enumerate(lines) if line.startswith("batch time, median of ")]
+    parts = [re.match(r"  ([^:]+): ([\d,]+) ms", line) for line in lines[at + 1 : at + 6]]
+    assert [m.group(1) for m in parts if m] == [
+        "Spark around the sink",
+        "the query but the operator",
+        "the operator's busiest task",
+        "Delta commits",
+        "the rest of the sink",
+    ], out
     assert time.monotonic() - started < 240
