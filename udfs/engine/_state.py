@@ -311,9 +311,8 @@ _PARTS = tuple(State.__dataclass_fields__)
 
 
 def footprint(state: State) -> dict[str, int]:
-    """What each part of the state adds to :func:`dumps`'s text, about: its own bytes after
-    compression, as base64 text (the parts compressed apart; together they compress a little
-    better)."""
+    """Roughly what each part of the state adds to :func:`dumps`'s text: its bytes compressed
+    on their own, as base64 text (together, the parts compress a little better)."""
     return {
         name: len(_ZSTD.compress(msgpack.packb(value, use_bin_type=True), asbytes=True)) * 4 // 3
         for name, value in zip(_PARTS, _encode(state), strict=True)
