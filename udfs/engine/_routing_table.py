@@ -130,10 +130,10 @@ def _rows(
                     (positions[b], b, u) for b, u in isolated.items() if b in positions
                 )
             ) if isolated else ()  # fmt: skip
-            digest = layout.digest(isolated_here) if whole else _isolating(isolated_here)
+            table = layout.digest(isolated_here) if whole else _isolating(isolated_here)
             published = last.get(topic)
-            last[topic] = digest
-            if published == digest or (not whole and published == layout.digest(isolated_here)):
+            last[topic] = table
+            if published == table or (not whole and published == layout.digest(isolated_here)):
                 continue  # (a producer's table published before table format 4 named its route)
             rows.append(
                 {
@@ -181,15 +181,15 @@ def record(
     for t, eid, after in points:
         for topic in sorted(after):
             route = after[topic]
-            digest = queues.digest(route)
-            if recorded.get(topic) == digest:
+            name = queues.digest(route)
+            if recorded.get(topic) == name:
                 continue
-            recorded[topic] = digest
+            recorded[topic] = name
             rows.append(
                 {
                     "cluster": cluster,
                     "topic": topic,
-                    "route": digest,
+                    "route": name,
                     "effective_at": int(t),
                     "cause_event_id": eid,
                     "brokers": [
