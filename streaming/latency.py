@@ -610,7 +610,8 @@ def _report(
             f"batch time after the first: median {percentile(seconds, 50):.2f} s, "
             f"max {seconds[-1]:.2f} s"
         )
-        line = breakdown(batches[1:] or batches)
+        # the steady batches if Spark has reported one of them yet, else the first
+        line = breakdown(batches[1:]) or breakdown(batches)
         if line:
             print(line)
     rate = published / elapsed if elapsed > 0 else 0.0
