@@ -7,7 +7,7 @@ rows written per table (a regression in either shows there). The last line is th
 
     python -m streaming.bench [--source files|kafka] [--scenario default] [--repeat 4]
                               [--speed 1] [--batch 50000] [--shards 1] [--floor]
-                              [--state-store hdfs|rocksdb] [--retain N]
+                              [--state-store hdfs|rocksdb] [--retain N] [--fuzzed SHARE]
 
 The pass-through reads the same records with the same source and writes every raw record to a
 Delta table through an executor-side Parquet writer and a driver-side commit, as the job's sink
@@ -26,6 +26,10 @@ or RocketMQ logic, the ceiling of the steady ratio on this machine. ``--state-st
 runs the job with ``state_store: rocksdb``, and ``--retain N`` with ``min_batches_to_retain:
 N``; the line before the last two gives Spark's state store commit time, the state's memory and
 the checkpoint's size on disk after the run (and every 10 batches, from 20 batches on).
+``--fuzzed 0.6`` makes that share of the records fuzzed (:mod:`streaming.fuzz`, mutants of the
+scenario's events mixed among them), runs the pass-through and the full job on them, then the
+full job once more on the clean events alone, and ends with the steady ratio of the full job's
+records/s on the fuzzed input to that on the clean.
 """
 
 from __future__ import annotations
@@ -48,23 +52,23 @@ KAFKA_TOPICS = 8
 
 
 def _publish(folder: Path, bootstrap: str) -> None:
-    import json
-
     from streaming.kafka import Publisher
     from streaming.sources import list_files
 
     publisher = Publisher({"bootstrap.servers": bootstrap})
     for path in list_files(folder):
-        for line in path.read_text().splitlines():
-            event_id = json.loads(line)["event_id"]
-            topic = f"bench-{zlib.crc32(event_id.encode()) % KAFKA_TOPICS}"
-            publisher.send(topic, line, key=event_id)
+        for line in path.read_bytes().splitlines():
+            key = f"{zlib.crc32(line):08x}"
+            publisher.send(f"bench-{zlib.crc32(line) % KAFKA_TOPICS}", line, key=key)
     publisher.flush()
 
 
-def _events(scenario: str, repeat: int, folder: Path, speed: int = 1) -> int:
+def _events(
+    scenario: str, repeat: int, folder: Path, speed: int = 1, fuzzed: float = 0.0, batch: int = 1
+) -> int:
     """The scenario's events, repeated with shifted ids and played ``speed`` times as fast, as
-    JSON-lines files."""
+    JSON-lines files; with ``fuzzed`` that share of the records are mutants of them (placed as
+    :func:`streaming.fuzz.mixed_stream` does for micro-batches of ``batch``), in one file."""
     from streaming.config import load_scenario
     from streaming.simulator import simulate, write_jsonl
 
@@ -76,8 +80,15 @@ def _events(scenario: str, repeat: int, folder: Path, speed: int = 1) -> int:
         for e in events:
             t = t0 + (e["event_time"] - t0) // speed + r * span
             out.append({**e, "event_id": f"{r}-{e['event_id']}", "event_time": t})
-    write_jsonl(out, folder)
-    return len(out)
+    if not fuzzed:
+        write_jsonl(out, folder)
+        return len(out)
+    from streaming.fuzz import CORE, mixed_stream
+
+    records, _ = mixed_stream(out, round(len(out) * fuzzed / (1 - fuzzed)), CORE, batch)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "part-00000.jsonl").write_bytes(b"\n".join(records) + b"\n")
+    return len(records)
 
 
 def _passthrough(spark: Any, raw: Any, output: Path) -> list[tuple[float, int]]:
@@ -186,6 +197,57 @@ def _rate(runs: list[tuple[float, int]]) -> float:
     return sum(n for _, n in runs) / max(sum(t for t, _ in runs), 1e-9)
 
 
+def _job(
+    spark: Any, config: Any, folder: Path, output: Path, checkpoint: Path, floor: bool
+) -> tuple[list[dict[str, Any]], Any, dict[int, int]]:
+    """The job (or with ``floor`` its query with a stateful function that does nothing) run to
+    the end of ``folder``: each batch's figures, the query, the checkpoint's size per batch."""
+    from streaming import job, sink
+
+    output.mkdir(parents=True, exist_ok=True)
+    sink.create_tables(output)
+    batches: list[dict[str, Any]] = []
+    sizes: dict[int, int] = {}
+
+    def on_batch(batch: dict[str, Any]) -> None:
+        batches.append(batch)
+        sizes[int(batch["batch_id"])] = _bytes(checkpoint)
+
+    query = job.build_query(
+        spark,
+        config,
+        folder,
+        output,
+        checkpoint,
+        job.Progress(),
+        on_batch=on_batch,
+        operator=_floor() if floor else None,
+    )
+    query.awaitTermination()
+    return batches, query, sizes
+
+
+def _print_batches(batches: list[dict[str, Any]]) -> None:
+    print(
+        "\nfull job per batch (s): records, total = source+shuffle + receive + parse + "
+        "stateful + write + commit (operator times summed over tasks); busiest task; "
+        "state bytes written and the time to read and write them; then the rows written per "
+        "table"
+    )
+    for b in batches:
+        operator = b["slowest_task_ms"] / 1000  # tasks run side by side
+        print(
+            f"  batch {b['batch_id']:>3}: {b['input']:>7} {b['seconds']:>6.2f} = "
+            f"{b['write_ms'] / 1000 - operator:>5.2f} + {b['receive_ms'] / 1000:>5.2f} + "
+            f"{b['parse_ms'] / 1000:>5.2f} + "
+            f"{b['engine_ms'] / 1000:>5.2f} + {b['files_ms'] / 1000:>5.2f} + "
+            f"{b['commit_ms'] / 1000:>5.2f}; {b['slowest_task_ms'] / 1000:>5.2f}; "
+            f"{b['state_bytes']:>11,} in {(b.get('state_ms') or 0) / 1000:.2f} s"
+        )
+        if b.get("committed"):
+            print(f"{'':>13} rows: {_table_rows(b['committed'])}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--source", choices=("files", "kafka"), default="files")
@@ -201,7 +263,14 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="the job's query with a stateful function that does nothing",
     )
+    parser.add_argument(
+        "--fuzzed", type=float, default=0.0, help="this share of the records fuzzed (0 to 0.99)"
+    )
     args = parser.parse_args(argv)
+    if not 0 <= args.fuzzed < 1:
+        parser.error("--fuzzed takes a share from 0 up to (not including) 1")
+    if args.fuzzed and args.source != "files":
+        parser.error("--fuzzed compares against the clean events with --source files only")
 
     from streaming import job
     from streaming.config import load_job_config
@@ -210,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     cluster = ExitStack()
     try:
         folder = work / "events"
-        total = _events(args.scenario, args.repeat, folder, args.speed)
+        total = _events(args.scenario, args.repeat, folder, args.speed, args.fuzzed, args.batch)
         settings: dict[str, Any] = {"source": "files", "path": str(folder)}
         if args.source == "kafka":
             from streaming.mock_kafka import mock_cluster
@@ -235,33 +304,12 @@ def main(argv: list[str] | None = None) -> int:
         )
         spark = job._spark(config, work / "job")
         passthrough = _passthrough(spark, job._source(spark, config, folder), work / "pt")
-        from streaming import sink
-
-        (work / "job").mkdir(parents=True, exist_ok=True)
-        sink.create_tables(work / "job")
-        batches: list[dict[str, Any]] = []
-        output, checkpoint = work / "job", work / "ck"
-        sizes: dict[int, int] = {}
-
-        def on_batch(batch: dict[str, Any]) -> None:
-            batches.append(batch)
-            sizes[int(batch["batch_id"])] = _bytes(checkpoint)
-
-        query = job.build_query(
-            spark,
-            config,
-            folder,
-            output,
-            checkpoint,
-            job.Progress(),
-            on_batch=on_batch,
-            operator=_floor() if args.floor else None,
-        )
-        query.awaitTermination()
+        batches, query, sizes = _job(spark, config, folder, work / "job", work / "ck", args.floor)
         full = [(b["seconds"], int(b["input"])) for b in batches]
+        fuzzed = f", {args.fuzzed:.0%} of them fuzzed" if args.fuzzed else ""
         print(
             f"{args.source} source, scenario {args.scenario} x{args.repeat}"
-            f"{f' at {args.speed}x speed' if args.speed > 1 else ''}: {total} records, "
+            f"{f' at {args.speed}x speed' if args.speed > 1 else ''}: {total} records{fuzzed}, "
             f"micro-batches of at most {args.batch}, {spark.sparkContext.master}, "
             f"{args.shards} shard(s) per cluster"
         )
@@ -273,31 +321,28 @@ def main(argv: list[str] | None = None) -> int:
                 f"{name:>13}: {len(runs)} batches, {_rate(runs):>8,.0f} records/s overall, "
                 f"steady {steady[name]:>8,.0f} records/s (first batch {runs[0][0]:.2f} s)"
             )
-        print(
-            "\nfull job per batch (s): records, total = source+shuffle + receive + parse + "
-            "stateful + write + commit (operator times summed over tasks); busiest task; "
-            "state bytes written and the time to read and write them; then the rows written per "
-            "table"
-        )
-        for b in batches:
-            operator = b["slowest_task_ms"] / 1000  # tasks run side by side
-            print(
-                f"  batch {b['batch_id']:>3}: {b['input']:>7} {b['seconds']:>6.2f} = "
-                f"{b['write_ms'] / 1000 - operator:>5.2f} + {b['receive_ms'] / 1000:>5.2f} + "
-                f"{b['parse_ms'] / 1000:>5.2f} + "
-                f"{b['engine_ms'] / 1000:>5.2f} + {b['files_ms'] / 1000:>5.2f} + "
-                f"{b['commit_ms'] / 1000:>5.2f}; {b['slowest_task_ms'] / 1000:>5.2f}; "
-                f"{b['state_bytes']:>11,} in {(b.get('state_ms') or 0) / 1000:.2f} s"
-            )
-            if b.get("committed"):
-                print(f"{'':>13} rows: {_table_rows(b['committed'])}")
-        _print_state_store(args.state_store, query, checkpoint, sizes)
+        _print_batches(batches)
+        _print_state_store(args.state_store, query, work / "ck", sizes)
         busiest = [b["slowest_task_ms"] / 1000 for b in batches[1:] or batches]
         print(
             f"busiest task's operator time, steady: {sum(busiest) / len(busiest):.2f} s per batch"
         )
         ratio = steady[job_name] / steady["pass-through"]
         print(f"steady ratio ({job_name} / pass-through): {ratio:.2f}")
+        if args.fuzzed:
+            clean_folder = work / "clean"
+            _events(args.scenario, args.repeat, clean_folder, args.speed)
+            clean_config = config.model_copy(update={"path": str(clean_folder)})
+            ran, _, _ = _job(
+                spark, clean_config, clean_folder, work / "clean-job", work / "clean-ck", args.floor
+            )
+            runs = [(b["seconds"], int(b["input"])) for b in ran]
+            clean = _rate(runs[1:] or runs)
+            print(
+                f"{job_name} on the clean events alone: {len(runs)} batches, steady "
+                f"{clean:,.0f} records/s\nsteady ratio (fuzzed / clean): "
+                f"{steady[job_name] / clean:.2f}"
+            )
     finally:
         cluster.close()
         shutil.rmtree(work, ignore_errors=True)

@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from streaming.client import decision_state, publish_order
 from streaming.config import JobConfig, load_scenario, masked, scenario_path
-from streaming.listener import BatchProgress
+from streaming.listener import PROGRESS_EVERY_S, BatchProgress
 from streaming.maintain import maintain, print_reports, table_properties
 from streaming.replay import record_run
 from streaming.storage import from_failure
@@ -268,7 +268,7 @@ def build_query(
     from pyspark.sql.streaming.state import GroupStateTimeout
 
     from streaming import failpoints, sink
-    from streaming.stateful import RECORDS, STATE_SCHEMA, state_function
+    from streaming.stateful import RECORDS, STATE_SCHEMA, Publish, state_function
 
     app_id = checkpoint_app_id(checkpoint)
     flat = sink.flat_tables(output)
@@ -298,6 +298,15 @@ def build_query(
         "ingest_ms",
         lost.alias("lost"),
     )
+    early = None  # the operator's tasks publish the decisions as soon as they make them
+    if publisher is not None and config.decisions_topic:
+        timeout = config.kafka_outage_timeout
+        early = Publish(
+            tuple(sorted(config.kafka_conf().items())),
+            config.decisions_topic,
+            config.policies.recovery_probe_share,
+            None if timeout is None else timeout / 1000,
+        )
     grouping = ["key"]
     if config.stateful_shards > 1:  # every shard of a cluster gets every record of it
         records = records.withColumn(
@@ -307,7 +316,7 @@ def build_query(
     files = records.groupBy(*grouping).applyInPandasWithState(
         operator
         or state_function(
-            engine_config(config), str(files_root), app_id, config.stateful_shards, flat
+            engine_config(config), str(files_root), app_id, config.stateful_shards, flat, early
         ),
         from_arrow_schema(sink.META),
         STATE_SCHEMA,
@@ -339,6 +348,7 @@ def build_query(
                 publisher,
                 config.decisions_topic,
                 config.policies.recovery_probe_share,
+                decisions=early is None,
             )
             failpoints.reach("after-publish", batch_id)
         write_ms = int((time.time() - started) * 1000)
@@ -349,8 +359,8 @@ def build_query(
         progress.last = {**result, "seconds": time.time() - started}
         if on_batch is not None:
             on_batch(progress.last)
-        if listener is not None:  # the progress of the batches before
-            sink.record_progress(output, listener.take())
+        if listener is not None:  # the progress of the batches before, now and then
+            sink.record_progress(output, listener.take(PROGRESS_EVERY_S))
         every = config.maintenance.every
         if every and (batch_id + 1) % every == 0:
             print_reports(
@@ -415,6 +425,7 @@ def _source(spark: Any, config: JobConfig, folder: Path | None) -> Any:
         )
     from streaming.kafka import KafkaSource
 
+    options["maxReadTasks"] = str(spark.sparkContext.defaultParallelism)  # one per core
     if config.kafka_outage_timeout is not None:
         options["outageTimeout"] = str(config.kafka_outage_timeout)
     spark.dataSource.register(KafkaSource)

@@ -5,8 +5,9 @@ own Kafka source: ``kafka.bootstrap.servers``, ``subscribe`` or ``subscribePatte
 ``startingOffsets`` (``earliest``, ``latest`` or JSON ``{"topic": {"0": 42}}`` with -2 for
 earliest and -1 for latest), ``maxOffsetsPerTrigger``, ``failOnDataLoss``, and ``kafka.*`` handed
 to the client (SASL/SSL settings, under librdkafka's names). The offset is
-``{topic: {partition: next offset}}``; each Kafka partition is one input partition, read by a
-consumer assigned at its start offset, so a restart re-reads exactly the logged ranges.
+``{topic: {partition: next offset}}``; each Kafka partition's range is read by a consumer
+assigned at its start offset, so a restart re-reads exactly the logged ranges. ``maxReadTasks``
+(default: one per partition) groups the ranges into at most that many read tasks.
 ``outageTimeout`` (ms; default none: forever) bounds how long the reader waits for a Kafka that
 stops answering (:mod:`streaming.outage`).
 
@@ -93,6 +94,37 @@ class KafkaSlice(InputPartition):
     outage_timeout_s: float | None = None
 
 
+@dataclass(frozen=True)
+class KafkaTask(InputPartition):
+    """The slices one read task reads, one after the other."""
+
+    slices: tuple[KafkaSlice, ...]
+
+
+def tasks(slices: Iterable[KafkaSlice], most: int | None) -> list[KafkaTask]:
+    """The slices as at most ``most`` read tasks (one per slice when None) of about as many
+    offsets each: the largest slice first, onto the task with the fewest so far. Every task of
+    a micro-batch costs Spark a Python worker's start and end, more than reading a few thousand
+    records, so a batch reads in as many tasks as it has cores, not as Kafka has partitions.
+
+    >>> s = [KafkaSlice("t", p, 0, n, (), True) for p, n in enumerate([50, 300, 100, 200])]
+    >>> [[x.partition for x in t.slices] for t in tasks(s, 2)]
+    [[1, 0], [3, 2]]
+    >>> len(tasks(s, None)), len(tasks(s[:1], 2))
+    (4, 1)
+    """
+    slices = list(slices)
+    if most is None or len(slices) <= most:
+        return [KafkaTask((s,)) for s in slices]
+    groups: list[list[KafkaSlice]] = [[] for _ in range(most)]
+    loads = [0] * most
+    for s in sorted(slices, key=lambda s: (-(s.end - s.begin), s.topic, s.partition)):
+        i = loads.index(min(loads))
+        groups[i].append(s)
+        loads[i] += s.end - s.begin
+    return [KafkaTask(tuple(g)) for g in groups]
+
+
 def _origin(topic: str, partition: int, offset: int) -> str:
     return f"{topic}/{partition}/{offset}"
 
@@ -161,13 +193,14 @@ def read_slice(part: KafkaSlice, chunk: int = 10_000) -> Iterator[pa.RecordBatch
                 stamps.append(None if kind == TIMESTAMP_NOT_AVAILABLE else stamp)
                 position = offset + 1
             if values:
+                text = pa.array(values, pa.string())
                 yield pa.RecordBatch.from_arrays(
                     [
-                        pa.array(values, pa.string()),
+                        text,
                         pa.array(origins, pa.string()),
                         pa.array(stamps, pa.int64()),
                         pa.nulls(len(values), pa.int64()),
-                        cluster_keys(values),
+                        cluster_keys(text),
                     ],
                     schema=_RAW_ARROW,
                 )
@@ -219,6 +252,8 @@ class KafkaReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         limit = options.get("maxoffsetspertrigger")
         self.limit = int(limit) if limit else None
         self.fail_on_data_loss = options.get("failondataloss", "true").lower() != "false"
+        most = options.get("maxreadtasks")
+        self.max_read_tasks = int(most) if most else None
         timeout = options.get("outagetimeout")
         self.outage_timeout_s = int(timeout) / 1000 if timeout else None
         self.patience = Patience(self.conf["bootstrap.servers"], self.outage_timeout_s)
@@ -321,7 +356,11 @@ class KafkaReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ends.update({tp: o for tp, o in begin.items() if tp not in ends})
         return _nest(_admit({tp: begin.get(tp, 0) for tp in ends}, ends, budget))
 
-    def partitions(self, start: Offsets, end: Offsets) -> list[KafkaSlice]:
+    def partitions(self, start: Offsets, end: Offsets) -> list[KafkaTask]:
+        return tasks(self.slices(start, end), self.max_read_tasks)
+
+    def slices(self, start: Offsets, end: Offsets) -> list[KafkaSlice]:
+        """The offsets ``[start, end)`` of each partition that has any."""
         begin, stop = _flat(start), _flat(end)
         conf = tuple(sorted(self.conf.items()))
         return [
@@ -333,8 +372,9 @@ class KafkaReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, KafkaSlice)
-        yield from read_slice(partition)
+        assert isinstance(partition, KafkaTask)
+        for part in partition.slices:
+            yield from read_slice(part)
 
     def commit(self, end: Offsets) -> None:
         pass

@@ -1,4 +1,4 @@
-"""Decision latency: from a broker's first failing send result reaching Kafka to its ``ISOLATE``
+"""Decision latency: from a broker's first failing send result reaching Kafka to its isolation
 on the decisions topic, with the real job running continuously.
 
     python -m streaming.latency [--rate 20000] [--seconds 30] [--brokers 8] [--trigger 500ms]
@@ -11,14 +11,16 @@ committed micro-batch, then publishes send results at ``--rate`` events per seco
 ``--seconds``: healthy producers sending to healthy brokers (``SEND_OK``, 1-30 ms), and every
 ``--every`` seconds one broker fails for ``--fail-for`` seconds (``REMOTING_EXCEPTION``, each
 retried on another broker). Under the cluster profile ``rocketmq-5`` a failed attempt isolates
-its broker for 10 s, so each such incident must bring one ``ISOLATE`` of that broker at the
-cluster scope. Its latency is the time from handing the broker's first failing send result to
-the producer (:class:`streaming.kafka.Publisher`) to reading that ``ISOLATE`` from the decisions
+its broker for 10 s, so each such incident must isolate that broker at the cluster scope: the
+topic carries each broker's last decision of a micro-batch, an ``ISOLATE``, or an ``EXTEND`` when
+the batch that isolated the broker also extended it (the message's ``state`` is ``ISOLATED``
+either way). Its latency is the time from handing the broker's first failing send result to the
+producer (:class:`streaming.kafka.Publisher`) to reading that isolation from the decisions
 topic; both times are taken in this process, on one monotonic clock.
 
 Prints one line per incident, where the job's batches spent their time (:func:`breakdown`, from
 its ``batches`` table), and a summary: the count, p50 and p99 (nearest rank) in ms and the
-publish rate achieved. Exit code 0 when every incident got its ``ISOLATE``, 1 otherwise. Every
+publish rate achieved. Exit code 0 when every incident got its isolation, 1 otherwise. Every
 wait is bounded, and the job is stopped however this ends. A measurement, not a test: the
 numbers depend on the machine, which runs the job, the mock cluster and the publisher at once.
 """
@@ -70,7 +72,7 @@ class Incident:
     sent: float | None = None
     """``time.monotonic()`` when its first failing send result was handed to the producer."""
     isolated: float | None = None
-    """``time.monotonic()`` when its ``ISOLATE`` was read from the decisions topic."""
+    """``time.monotonic()`` when its isolation was read from the decisions topic."""
     decision: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -91,7 +93,8 @@ def percentile(values: Sequence[float], p: float) -> float:
 
 class DecisionWatch:
     """Reads the decisions topic from its beginning in a thread of its own and notes, with the
-    time it arrived, every cluster-scope ``ISOLATE`` of ``cluster``."""
+    time it arrived, every cluster-scope decision of ``cluster`` that leaves a broker
+    ``ISOLATED``."""
 
     def __init__(self, bootstrap: str, topic: str, cluster: str) -> None:
         self.bootstrap, self.topic, self.cluster = bootstrap, topic, cluster
@@ -147,7 +150,7 @@ class DecisionWatch:
                     if not key.startswith(prefix):
                         continue
                     row = json.loads(m.value() or b"{}")
-                    if row.get("decision") == "ISOLATE" and row.get("scope") == "cluster":
+                    if row.get("state") == "ISOLATED" and row.get("scope") == "cluster":
                         with self.lock:
                             self.isolates.append((arrived, row))
         except Exception as exc:  # reported by the main thread
@@ -156,7 +159,7 @@ class DecisionWatch:
             consumer.close()
 
     def find(self, incident: Incident) -> tuple[float, dict[str, Any]] | None:
-        """The first ``ISOLATE`` of the incident's broker at or after its first failure."""
+        """The first isolation of the incident's broker at or after its first failure."""
         with self.lock:
             for arrived, row in self.isolates:
                 if (
@@ -275,15 +278,15 @@ def breakdown(batches: Sequence[dict[str, Any]]) -> str | None:
     (``commit_ms``). Medians, so the parts need not add up to the batch's median.
 
     >>> row = {"batch_ms": 2000, "add_batch_ms": 1700, "write_ms": 1400, "commit_ms": 200,
-    ...        "slowest_task_ms": 600, "receive_ms": 50, "parse_ms": 150, "engine_ms": 350,
-    ...        "files_ms": 50}
+    ...        "slowest_task_ms": 600, "receive_ms": 50, "parse_ms": 150, "engine_ms": 330,
+    ...        "publish_ms": 20, "files_ms": 50}
     >>> print(breakdown([row]))
     batch time, median of 1 batches: 2,000 ms
       Spark around the sink: 300 ms (offsets, planning, its logs, the state store's commit)
       the query but the operator: 800 ms (source, shuffle, tasks, rows read back, publishing)
-      the operator's busiest task: 600 ms (receive 50, parse 150, engine 350, files 50)
+      the operator's busiest task: 600 ms (receive 50, parse 150, engine 330, publish 20, files 50)
       Delta commits: 200 ms
-      the rest of the sink: 100 ms (the batches row, Spark's progress)
+      the rest of the sink: 100 ms (the batches row, now and then Spark's progress)
     """
     seen = [b for b in batches if b.get("batch_ms") is not None]
     if not seen:
@@ -293,8 +296,8 @@ def breakdown(batches: Sequence[dict[str, Any]]) -> str | None:
         return round(percentile([column(b) for b in seen], 50))
 
     task = ", ".join(
-        f"{name} {median(lambda b, n=name: b[f'{n}_ms'] or 0):,}"
-        for name in ("receive", "parse", "engine", "files")
+        f"{name} {median(lambda b, n=name: b.get(f'{n}_ms') or 0):,}"
+        for name in ("receive", "parse", "engine", "publish", "files")
     )
     parts = [
         ("Spark around the sink", lambda b: b["batch_ms"] - b["add_batch_ms"],
@@ -304,7 +307,7 @@ def breakdown(batches: Sequence[dict[str, Any]]) -> str | None:
         ("the operator's busiest task", lambda b: b["slowest_task_ms"] or 0, task),
         ("Delta commits", lambda b: b["commit_ms"], ""),
         ("the rest of the sink", lambda b: b["add_batch_ms"] - b["write_ms"] - b["commit_ms"],
-         "the batches row, Spark's progress"),
+         "the batches row, now and then Spark's progress"),
     ]  # fmt: skip
     lines = [f"batch time, median of {len(seen)} batches: {median(lambda b: b['batch_ms']):,} ms"]
     for name, column, what in parts:
@@ -371,7 +374,7 @@ def _parser() -> argparse.ArgumentParser:
         "--ready-timeout", type=float, default=300.0, help="seconds to wait for the first batch"
     )
     parser.add_argument(
-        "--wait", type=float, default=60.0, help="seconds to wait for ISOLATEs after publishing"
+        "--wait", type=float, default=60.0, help="seconds to wait for isolations after publishing"
     )
     parser.add_argument("--seed", type=int, default=0)
     return parser
@@ -493,6 +496,7 @@ def _measure(
             if watch.error:
                 print(f"latency: reading {decisions_topic} failed: {watch.error}", flush=True)
         ended = proc.poll() is not None
+        _stop(proc)  # as it stops, the job writes Spark's figures of its last batches
         code = _report(plan, published, elapsed, args, output, ended)
         if ended:
             print(
@@ -562,7 +566,7 @@ def _publish(
 def _collect(
     watch: DecisionWatch, plan: list[Incident], proc: subprocess.Popen[bytes], limit: float
 ) -> None:
-    """Match each incident with its ``ISOLATE``, waiting at most ``limit`` s for the last."""
+    """Match each incident with its isolation, waiting at most ``limit`` s for the last."""
     deadline = time.monotonic() + limit
     while True:
         for incident in plan:
@@ -584,7 +588,7 @@ def _report(
     output: Path,
     job_ended: bool,
 ) -> int:
-    missing = "no ISOLATE (the job ended)" if job_ended else f"no ISOLATE within {args.wait:g} s"
+    missing = "not isolated " + ("(the job ended)" if job_ended else f"within {args.wait:g} s")
     latencies = []
     for i in plan:
         start = f"{i.broker} failing from {_clock(i.event_time)} (event {i.event_id})"
@@ -598,8 +602,9 @@ def _report(
         latencies.append(latency)
         cause = i.decision.get("cause_event_id")
         print(
-            f"incident {i.number}: {start}: ISOLATE after {latency:,.0f} ms "
-            f"(effective {_clock(int(i.decision['effective_at']))}, cause {cause})"
+            f"incident {i.number}: {start}: isolated after {latency:,.0f} ms "
+            f"({i.decision['decision']} effective {_clock(int(i.decision['effective_at']))}, "
+            f"cause {cause})"
         )
     batches = _committed_batches(output)
     if batches:
@@ -610,12 +615,12 @@ def _report(
             f"batch time after the first: median {percentile(seconds, 50):.2f} s, "
             f"max {seconds[-1]:.2f} s"
         )
-        # the steady batches if Spark has reported one of them yet, else the first
+        # the steady batches if Spark reported one of them, else the first
         line = breakdown(batches[1:]) or breakdown(batches)
         if line:
             print(line)
     rate = published / elapsed if elapsed > 0 else 0.0
-    summary = f"summary: {len(plan)} incidents, {len(latencies)} with an ISOLATE"
+    summary = f"summary: {len(plan)} incidents, {len(latencies)} isolated"
     if latencies:
         summary += (
             f"; latency p50 {percentile(latencies, 50):,.0f} ms, "

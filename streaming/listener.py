@@ -3,8 +3,9 @@ batch and hands the figures to the sink, which writes them into that batch's ``b
 (:func:`streaming.sink.record_progress`), for the dashboard and for alerting.
 
 Spark reports a batch's progress after the batch has finished, on its listener thread; the
-figures wait here until the job's own thread writes them, with the next batch or at the end, so
-every write to ``batches`` comes from one thread.
+figures wait here until the job's own thread writes them, at most every
+:data:`PROGRESS_EVERY_S` seconds after a batch and at the end, so every write to ``batches``
+comes from one thread and a batch pays for a Delta merge only now and then.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import threading
+import time
 from typing import Any, TextIO
 
 from pyspark.sql.streaming.listener import StreamingQueryListener
@@ -26,6 +28,10 @@ PROGRESS_COLUMNS = (
 )
 """The ``batches`` columns filled from Spark's progress (null for a batch whose progress the job
 did not see before it stopped)."""
+PROGRESS_EVERY_S = 10.0
+"""How often the running job merges Spark's figures into ``batches``: a merge rewrites a file of
+the table and costs about 0.1 s, too much for every micro-batch of a job that aims at decisions
+within a second."""
 
 
 def progress_row(progress: dict[str, Any]) -> dict[str, Any]:
@@ -75,6 +81,7 @@ class BatchProgress(StreamingQueryListener):
         self.out = out
         self._rows: list[dict[str, Any]] = []
         self._lock = threading.Lock()
+        self._taken = time.monotonic()
         self.terminated = threading.Event()
 
     def onQueryStarted(self, event: Any) -> None:
@@ -92,8 +99,12 @@ class BatchProgress(StreamingQueryListener):
     def onQueryTerminated(self, event: Any) -> None:
         self.terminated.set()
 
-    def take(self) -> list[dict[str, Any]]:
-        """The rows reported since the last call."""
+    def take(self, every: float = 0.0) -> list[dict[str, Any]]:
+        """The rows reported since the last call; none while that was less than ``every``
+        seconds ago."""
         with self._lock:
+            if time.monotonic() - self._taken < every:
+                return []
+            self._taken = time.monotonic()
             rows, self._rows = self._rows, []
         return rows

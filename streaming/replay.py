@@ -178,7 +178,7 @@ def batch_records(
         }
         reader = KafkaReader(options)
         start = ck.offsets(batch - 1) if batch > 0 else _kafka_start(reader, config, end)
-        slices = reader.partitions(start, end)
+        slices = reader.slices(start, end)
         marks = reader._watermarks()
         for part in slices:
             low, high = marks.get((part.topic, part.partition), (0, 0))

@@ -57,6 +57,7 @@ META = pa.schema(
         ("files_ms", pa.int64()),
         ("state_bytes", pa.int64()),
         ("state_ms", pa.int64()),
+        ("publish_ms", pa.int64()),
         ("task", pa.int64()),
         ("stats", pa.string()),
         ("partition", pa.string()),
@@ -277,7 +278,12 @@ COUNTERS = (
     "files_ms",
     "state_bytes",
     "state_ms",
+    "publish_ms",
 )
+
+
+TASK_PARTS = ("receive_ms", "parse_ms", "engine_ms", "publish_ms", "files_ms")
+"""The operator's timings of a key, which add up to its time in the task."""
 
 
 def is_committed(table: DeltaTable, app_id: str, batch_id: int) -> bool:
@@ -349,7 +355,7 @@ def commit_batch(
     clocks = [m["clock"] for m in counters if m["clock"] is not None]
     tasks: dict[int, int] = {}
     for m in counters:
-        busy = sum(int(m[k] or 0) for k in ("receive_ms", "parse_ms", "engine_ms", "files_ms"))
+        busy = sum(int(m[k] or 0) for k in TASK_PARTS)
         tasks[m["task"]] = tasks.get(m["task"], 0) + busy
     now_ms = int(time.time() * 1000)
     committed: dict[str, int] = {}
@@ -440,6 +446,31 @@ def read_rows(
 
 PUBLISHED = ("broker_decisions", "routing_table", "redeliveries", "transactions")
 """The tables whose rows :func:`publish_batch` sends."""
+DECISIONS = ("broker_decisions", "routing_table")
+"""The tables whose rows :func:`decision_messages` sends, the ones decision latency is about."""
+
+
+def decision_messages(
+    rows: dict[str, list[dict[str, Any]]], topic: str, probe_share: float | None = None
+) -> list[tuple[str, str, str]]:
+    """The cluster scope's broker decisions and routing tables of one batch as messages of the
+    decision topic (compacted; keys ``broker/<cluster>/<broker>`` and ``route/<cluster>/<topic>``,
+    so the latest message per key is the current state): per key the one that took effect last
+    (publishing an earlier one would only show a state the batch has left, and a replay of the
+    batch would show it again, after the last), in the order they took effect. A probation's
+    message carries ``probe_share`` (recovery probing)."""
+    latest: dict[str, tuple[str, str, str]] = {}
+    decisions = [r for r in rows["broker_decisions"] if r["scope"] == "cluster"]
+    for r in sorted(decisions, key=publish_order):
+        key = f"broker/{r['cluster']}/{r['broker_name']}"
+        latest.pop(key, None)
+        latest[key] = (topic, json.dumps(message(r, probe_share)), key)
+    tables = [r for r in rows["routing_table"] if r["scope"] == "cluster"]
+    for r in sorted(tables, key=lambda r: r["effective_at"]):
+        key = f"route/{r['cluster']}/{r['topic']}"
+        latest.pop(key, None)
+        latest[key] = (topic, json.dumps(r), key)
+    return list(latest.values())
 
 
 def publish_batch(
@@ -450,28 +481,21 @@ def publish_batch(
     publisher: Any,
     decisions_topic: str | None,
     probe_share: float | None = None,
+    decisions: bool = True,
 ) -> int:
-    """Driver side, before :func:`commit_batch`: the cluster scope's broker decisions and routing
-    tables to ``decisions_topic`` (compacted; keys ``broker/<cluster>/<broker>`` and
-    ``route/<cluster>/<topic>``, so the latest message per key is the current state), the
-    transactions a producer must act on (``notify``; key ``transaction/<cluster>/<id>``), and the
-    redeliveries onto their ``kafka_topic`` (key: the message id). A probation's message carries
-    ``probe_share`` (recovery probing). Waits while Kafka does not answer
-    (:meth:`streaming.kafka.Publisher.deliver`); raises when a message cannot be delivered, so the
-    batch fails and is retried. A batch already committed is not sent again. Returns the number
-    of messages sent."""
+    """Driver side, before :func:`commit_batch`: the :func:`decision_messages` (unless
+    ``decisions`` is False: the tasks sent them, :class:`streaming.stateful.Publish`) and the
+    transactions a producer must act on (``notify``; key ``transaction/<cluster>/<id>``) to
+    ``decisions_topic``, and the redeliveries onto their ``kafka_topic`` (key: the message id).
+    Waits while Kafka does not answer (:meth:`streaming.kafka.Publisher.deliver`); raises when a
+    message cannot be delivered, so the batch fails and is retried. A batch already committed is
+    not sent again. Returns the number of messages sent."""
     if is_committed(DeltaTable(str(root / "batches")), app_id, batch_id):
         return 0
     messages: list[tuple[str, str, str]] = []
     if decisions_topic:
-        decisions = [r for r in rows["broker_decisions"] if r["scope"] == "cluster"]
-        decisions.sort(key=publish_order)
-        for r in decisions:
-            key = f"broker/{r['cluster']}/{r['broker_name']}"
-            messages.append((decisions_topic, json.dumps(message(r, probe_share)), key))
-        tables = [r for r in rows["routing_table"] if r["scope"] == "cluster"]
-        for r in sorted(tables, key=lambda r: r["effective_at"]):
-            messages.append((decisions_topic, json.dumps(r), f"route/{r['cluster']}/{r['topic']}"))
+        if decisions:
+            messages += decision_messages(rows, decisions_topic, probe_share)
         for r in sorted(rows["transactions"], key=lambda r: r["effective_at"]):
             if r["notify"]:
                 key = f"transaction/{r['cluster']}/{r['transaction_id']}"

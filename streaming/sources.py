@@ -81,7 +81,7 @@ def read_slice(path: Path, begin: int, end: int) -> pa.RecordBatch:
     numbers = pa.array(range(begin + 1, begin + 1 + len(values)), pa.int64())
     origins = pc.binary_join_element_wise(pa.scalar(path.name), pc.cast(numbers, pa.string()), ":")
     ingest = pa.array([mtime] * len(values), pa.int64())
-    keys = cluster_keys(values.to_pylist())
+    keys = cluster_keys(values)
     return pa.RecordBatch.from_arrays([values, origins, ingest, keys], schema=_RAW_ARROW)
 
 

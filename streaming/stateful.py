@@ -11,14 +11,17 @@ import gc
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
 from pyspark import TaskContext
 
 from streaming import failpoints
-from streaming.sink import META, write_file
+from streaming.sink import DECISIONS, META, decision_messages, own_schema, write_file
 from udfs import engine
 from udfs.parse import parse
 
@@ -29,19 +32,61 @@ BATCH_ID = "streaming.sql.batchId"
 """The local property Spark sets on every task of a micro-batch."""
 
 
+@dataclass(frozen=True)
+class Publish:
+    """Where a task publishes the decisions it makes (:func:`streaming.sink.decision_messages`)
+    as soon as the engine has made them, before it writes its files: a decision then reaches the
+    producers without waiting for the files, the state store, the end of the batch's other tasks
+    and the driver's commits. A batch that is replayed (after a crash, or a failed task) makes the
+    same decisions from the same records and state, so it publishes the same messages under the
+    same keys of the compacted topic again: nothing a producer could act on differently."""
+
+    conf: tuple[tuple[str, str], ...]
+    topic: str
+    probe_share: float | None = None
+    outage_timeout_s: float | None = None
+
+    def send(self, tables: dict[str, pa.Table], batch_id: int) -> int:
+        rows: dict[str, list[dict[str, Any]]] = {}
+        for name in DECISIONS:
+            data = tables.get(name)
+            if data is None:
+                rows[name] = []
+                continue
+            ids = pa.array(np.full(len(data), batch_id, dtype=np.int64))
+            own = data.append_column("batch_id", ids).select(own_schema(name).names)
+            rows[name] = own.to_pylist()
+        messages = decision_messages(rows, self.topic, self.probe_share)
+        return _publisher(self.conf, self.outage_timeout_s).deliver(messages) if messages else 0
+
+
+_PUBLISHERS: dict[tuple[Any, ...], Any] = {}
+
+
+def _publisher(conf: tuple[tuple[str, str], ...], outage_timeout_s: float | None) -> Any:
+    """One Kafka producer per worker process and setting, kept for the worker's later tasks."""
+    from streaming.kafka import Publisher
+
+    key = (conf, outage_timeout_s)
+    if key not in _PUBLISHERS:
+        _PUBLISHERS[key] = Publisher(dict(conf), outage_timeout_s)
+    return _PUBLISHERS[key]
+
+
 def state_function(
     config: engine.EngineConfig,
     output: str,
     app_id: str,
     shards: int = 1,
     flat: frozenset[str] = frozenset(),
+    publish: Publish | None = None,
 ) -> Callable[[tuple[Any, ...], Iterator[pd.DataFrame], Any], Iterator[pd.DataFrame]]:
     """The function handed to Spark. Spark's contract: it is called once per key that has
     records in the micro-batch (:data:`RECORDS`), in no particular order (the engine sorts); the
     state is one JSON string; there are no timeouts (the engine's clock is event time). A key is
     a cluster, or with ``shards`` > 1 a cluster and a slot (its shard is ``slot % shards``).
     ``flat`` names the tables made before they were partitioned
-    (:func:`streaming.sink.flat_tables`)."""
+    (:func:`streaming.sink.flat_tables`); ``publish``, where the decisions go at once."""
     root = Path(output)
 
     def advance(
@@ -66,6 +111,7 @@ def state_function(
             app_id,
             received=time.perf_counter() - started,
             flat=flat,
+            publish=publish,
         )
         failpoints.hold("after-files", batch_id)
         state.update((saved,))
@@ -92,23 +138,23 @@ def run_key(
     app_id: str,
     received: float = 0.0,
     flat: frozenset[str] = frozenset(),
+    publish: Publish | None = None,
 ) -> tuple[str, list[dict[str, Any]]]:
     """One key's work in one batch, in Spark or in a replay: parse the raw records
-    (:data:`RECORDS`), advance the state (its text, None for a new key), write each table's rows
-    as a file under ``root``. Returns the new state and the metadata rows (:data:`META`)."""
+    (:data:`RECORDS`), advance the state (its text, None for a new key), publish the decisions
+    (with ``publish``), write each table's rows as a file under ``root``. Returns the new state
+    and the metadata rows (:data:`META`)."""
     with _collector_paused():
         started = time.perf_counter()
-        events = parse(
-            raw["value"].tolist(),
-            raw["origin"].tolist(),
-            raw["ingest_ms"].tolist(),
-            raw["lost"].tolist(),
-        ).to_pandas()
+        events = parse(raw["value"], raw["origin"], raw["ingest_ms"], raw["lost"]).to_pandas()
         parsed = time.perf_counter()
         previous = engine.loads(state) if state is not None else None
         loaded = time.perf_counter()
         step = engine.advance(cluster, previous, events, config, shard)
         stepped = time.perf_counter()
+        if publish is not None:
+            publish.send(step.tables, batch_id)
+        published = time.perf_counter()
         saved = engine.dumps(step.state)
         advanced = time.perf_counter()
         metas = [
@@ -123,7 +169,8 @@ def run_key(
                 "clock": step.state.clock,
                 "receive_ms": _ms(received),
                 "parse_ms": _ms(parsed - started),
-                "engine_ms": _ms(advanced - parsed),
+                "engine_ms": _ms(advanced - parsed - (published - stepped)),
+                "publish_ms": _ms(published - stepped),
                 "files_ms": _ms(time.perf_counter() - advanced),
                 "state_bytes": len(saved.encode()),
                 "state_ms": _ms(loaded - parsed + advanced - stepped),

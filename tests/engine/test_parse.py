@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
+import pyarrow as pa
 import pytest
 
 from udfs.parse import parse
@@ -93,7 +95,24 @@ def test_records_deleted_before_they_were_read_are_data_loss() -> None:
     )
 
 
-# --- found by fuzzing (tests/fuzzing.py): each case alone (bulk) and beside a malformed record
+def test_pandas_columns_of_several_chunks_read_as_lists_do() -> None:
+    """The operator hands over Spark's record batches as pandas columns concatenated, each of
+    several Arrow chunks: the parser reads them in Arrow, to the same rows as from lists."""
+    values = [text for text, _ in CASES]
+    origins = [f"o{i}" for i in range(len(values))]
+    ingest = [0] * len(values)
+    half = len(values) // 2
+    frames = [
+        pd.DataFrame({"value": values[a:b], "origin": origins[a:b], "ingest_ms": ingest[a:b]})
+        for a, b in ((0, half), (half, len(values)))
+    ]
+    raw = pd.concat(frames, ignore_index=True)
+    assert isinstance(pa.array(raw["value"]), pa.ChunkedArray)
+    expected = parse(values, origins, ingest).to_pylist()
+    assert parse(raw["value"], raw["origin"], raw["ingest_ms"]).to_pylist() == expected
+
+
+# --- found by fuzzing (streaming/fuzz.py): each case alone (bulk) and beside a malformed record
 # (lenient), with the same reason on both paths
 
 FUZZED = [

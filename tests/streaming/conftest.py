@@ -158,6 +158,7 @@ BATCH_TIMINGS = (
     "engine_ms",
     "files_ms",
     "state_ms",
+    "publish_ms",
 )
 BATCH_TIMINGS += ("slowest_task_ms", "committed_at", "committed_at_ts", *PROGRESS_COLUMNS)
 

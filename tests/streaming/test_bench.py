@@ -54,3 +54,23 @@ def test_the_floor_runs_the_same_query_with_an_operator_that_does_nothing(
     rows = [x for x in lines if re.match(r"\s+batch\s+\d+:", x)]
     assert [int(x.split()[2]) for x in rows] == [700, 700, 413]  # every record reached it
     assert all(row.endswith(";  0.00;           0 in 0.00 s") for row in rows)  # it did nothing
+
+
+def test_fuzzed_input_is_measured_against_the_clean_events_alone(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``--fuzzed 0.6``: three fuzzed records to every two of the scenario's, then the same
+    events without them; the last line is the ratio of the two steady rates."""
+    assert bench.main(["--scenario", "quick", "--repeat", "1", "--batch", "1500",
+                       "--fuzzed", "0.6"]) == 0  # fmt: skip
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert re.fullmatch(r"steady ratio \(fuzzed / clean\): \d+\.\d\d", lines[-1])
+    # quick has 1,813 events: with 2,719 fuzzed records, 4,532 in batches of 1,500
+    assert any("4532 records, 60% of them fuzzed" in x for x in lines)
+    rows = [int(x.split()[2]) for x in lines if re.match(r"\s+batch\s+\d+:", x)]
+    assert rows == [1500, 1500, 1500, 32]
+    assert re.fullmatch(
+        r"full job on the clean events alone: 2 batches, steady [\d,]+ records/s", lines[-2]
+    )
+    with pytest.raises(SystemExit):
+        bench.main(["--fuzzed", "1"])

@@ -27,6 +27,7 @@ from confluent_kafka import Consumer, TopicPartition
 from deltalake import DeltaTable
 
 from streaming import failpoints, job, sink
+from streaming.client import publish_order
 from streaming.config import JobConfig, load_job_config, load_scenario
 from streaming.kafka import Publisher
 from streaming.mock_kafka import mock_cluster
@@ -138,20 +139,38 @@ def _published(bootstrap: str, topic: str) -> list[dict[str, Any]]:
         consumer.close()
 
 
+def _as_seen(rows: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """What a producer reading the topic sees, key by key: each key's messages in order, a
+    message that repeats the one before it (a replayed batch published it again) left out."""
+    seen: dict[str, list[str]] = {}
+    for row in rows:
+        text = json.dumps(row, sort_keys=True)
+        messages = seen.setdefault(row["key"], [])
+        if not messages or messages[-1] != text:
+            messages.append(text)
+    return seen
+
+
 def _held(output: Path) -> list[dict[str, Any]]:
-    """What the tables hold for the decision topic: the cluster scope's broker decisions and
-    routing tables, and the transactions a producer must act on, keyed as the sink keys them."""
+    """What the tables hold for the decision topic, keyed as the sink keys them: the cluster
+    scope's broker decisions and routing tables (of each batch, the last per key), and the
+    transactions a producer must act on."""
     rows = []
-    for name, key, column, keep in (
-        ("broker_decisions", "broker", "broker_name", "scope == 'cluster'"),
-        ("routing_table", "route", "topic", "scope == 'cluster'"),
-        ("transactions", "transaction", "transaction_id", "notify"),
+    for name, key, column, keep, order in (
+        ("broker_decisions", "broker", "broker_name", "scope == 'cluster'", publish_order),
+        ("routing_table", "route", "topic", "scope == 'cluster'", lambda r: r["effective_at"]),
+        ("transactions", "transaction", "transaction_id", "notify", None),
     ):
-        frame = table(output, name).query(keep)[TABLES[name].names]
+        frame = table(output, name).query(keep)[[*TABLES[name].names, "batch_id"]]
         integers = [f.name for f in TABLES[name] if pa.types.is_integer(f.type)]
         frame = frame.astype(dict.fromkeys(integers, "Int64"))  # a null made pandas use floats
-        for row in json.loads(frame.to_json(orient="records")):
-            rows.append({"key": f"{key}/{row['cluster']}/{row[column]}", **row})
+        latest: dict[tuple[Any, ...], dict[str, Any]] = {}
+        held = json.loads(frame.to_json(orient="records"))
+        for i, found in enumerate(sorted(held, key=order) if order else held):
+            row = {"key": f"{key}/{found['cluster']}/{found[column]}", **found}
+            batch = row.pop("batch_id")
+            latest[(batch, row["key"]) if order else (i,)] = row
+        rows += latest.values()
     assert any(r["key"].startswith("transaction/") for r in rows)
     return rows
 
@@ -235,6 +254,10 @@ def test_a_crash_at_every_point_of_a_batch_then_a_restart_gives_the_uninterrupte
     _files_are_whole(output, no_leftovers=True)
     published = _published(str(config.kafka_bootstrap), config.decisions_topic)
     assert _canonical(published) == _canonical(_held(output))
+    # the tasks publish the decisions before the batch commits, so a replay sends them again:
+    # a producer sees the uninterrupted run's messages, key by key in the same order, some twice
+    uninterrupted_topic = _config(uninterrupted.parent, events, kafka).decisions_topic
+    assert _as_seen(published) == _as_seen(_published(kafka, uninterrupted_topic))
 
 
 # --- the real process, after a crash right before Spark's commit log -------------------------

@@ -1,6 +1,6 @@
 """Fuzzed records mixed into the quick scenario, through the real job: it never stops, every
 record is counted once (applied, late, a duplicate or quarantined with a reason code), and the
-valid events alone decide the tables (see ``tests/fuzzing.py`` for why no mutant can be
+valid events alone decide the tables (see ``streaming/fuzz.py`` for why no mutant can be
 applied)."""
 
 from __future__ import annotations
@@ -15,11 +15,12 @@ from deltalake import DeltaTable
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
 from streaming.config import load_job_config, load_scenario
+from streaming.fuzz import MUTATIONS, Palette, mixed_stream
 from streaming.job import engine_config
 from streaming.mock_kafka import mock_cluster
 from streaming.simulator import simulate
 from streaming.sources import count_records
-from tests.fuzzing import MUTATIONS, Palette, mixed_stream, palettes
+from tests.fuzzing import palettes
 from tests.streaming.conftest import faultline, table
 from udfs import engine
 from udfs.schema import TABLES

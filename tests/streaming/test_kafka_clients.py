@@ -122,7 +122,7 @@ def test_the_embeddable_client_reads_the_decision_topic(kafka: str, tmp_path: Pa
     create_tables(tmp_path)  # the batch is not committed yet: it is published
     publisher = Publisher({"bootstrap.servers": kafka})
     sent = publish_batch(tmp_path, 0, rows, "app", publisher, "dec", probe_share=0.1)
-    assert sent == 5
+    assert sent == 4  # broker-z's restoration is followed by its probation in the same batch
     notices: list[dict[str, Any]] = []
     client = DecisionClient(kafka, "dec", on_transaction=notices.append).start()
     try:

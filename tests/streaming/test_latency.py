@@ -1,5 +1,5 @@
 """The decision-latency measurement end to end: the real job on the mock cluster, a low rate,
-two incidents, each of which must bring its broker's ISOLATE onto the decisions topic."""
+two incidents, each of which must bring its broker's isolation onto the decisions topic."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from streaming import latency
 
 pytestmark = pytest.mark.spark
 
-INCIDENT = re.compile(r"^incident (\d+): (broker-\d+) failing from .*: ISOLATE after ([\d,]+) ms")
+INCIDENT = re.compile(r"^incident (\d+): (broker-\d+) failing from .*: isolated after ([\d,]+) ms")
 
 
 def test_each_incident_gets_its_isolate_and_a_measured_latency(
@@ -31,7 +31,7 @@ def test_each_incident_gets_its_isolate_and_a_measured_latency(
         assert 0 < int(ms.replace(",", "")) < 30_000, out
     summary = [line for line in out.splitlines() if line.startswith("summary: ")]
     assert len(summary) == 1, out
-    assert summary[0].startswith("summary: 2 incidents, 2 with an ISOLATE; latency p50 "), out
+    assert summary[0].startswith("summary: 2 incidents, 2 isolated; latency p50 "), out
     assert " p99 " in summary[0] and "published " in summary[0], out
     # where a batch's time goes, part by part, from the batches table
     lines = out.splitlines()
