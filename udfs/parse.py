@@ -149,9 +149,7 @@ def cluster_keys(values: Texts) -> pa.Array:
     for idx, table in parts:
         keys[idx] = pc.fill_null(table.column("cluster"), "default").to_numpy(zero_copy_only=False)
     for i in lenient:
-        row = _read_one(text[i].as_py())
-        if row is not None and isinstance(row.get("cluster"), str):
-            keys[i] = row["cluster"]
+        keys[i] = _cluster_of(str(text[i].as_py()))
     return pa.array(keys, pa.string())
 
 
@@ -255,13 +253,19 @@ _TYPED = frozenset(TYPED_FIELDS)
 _BROKER_FIELDS = frozenset(_BROKER.names)
 
 
+_LENIENT = json.JSONDecoder(
+    parse_int=str, parse_float=str, parse_constant=str, object_pairs_hook=_pairs
+)
+"""json.loads's decoder with these settings, made once (each call would make its own)."""
+
+
 def _read_one(text: str | None) -> dict[str, Any] | None:
     """One record read leniently, as Spark's JSON reader with text fields and ``try_cast`` would:
     None when it is not a JSON object (or names a field twice)."""
     try:
-        record = json.loads(
-            str(text), parse_int=str, parse_float=str, parse_constant=str, object_pairs_hook=_pairs
-        )
+        if str(text).startswith("\ufeff"):  # as json.loads refuses it
+            raise ValueError("a byte order mark")
+        record = _LENIENT.decode(str(text))
     except ValueError:
         return None
     except RecursionError:  # nested too deeply for Python; Arrow's reader takes any depth
@@ -285,6 +289,30 @@ def _read_one(text: str | None) -> dict[str, Any] | None:
             row[name] = typed
     row["_wrong"] = sorted(wrong, key=TYPED_FIELDS.index)
     return row
+
+
+def _cluster_of(text: str) -> str:
+    """The ``cluster`` :func:`_read_one` reads from a record (``default`` when it reads none),
+    without typing the other fields."""
+    try:
+        if text.startswith("\ufeff"):
+            return "default"
+        record = _LENIENT.decode(text)
+    except ValueError:
+        return "default"
+    except RecursionError:
+        deep = _read_deep(text)
+        cluster = None if deep is None else deep.get("cluster")
+        return "default" if cluster is None else str(cluster)
+    if not isinstance(record, dict) or _twice(record, _TYPED):
+        return "default"
+    if any(type(v) is str and not _text(v) for k, v in record.items() if k in _STRING):
+        return "default"  # what _read_one does not read at all
+    value = record.get("cluster")
+    if value is None:
+        return "default"
+    typed = value if type(value) is str else _convert("cluster", value)
+    return "default" if typed is None else str(typed)
 
 
 def _convert(name: str, value: Any) -> Any:

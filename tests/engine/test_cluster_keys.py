@@ -34,3 +34,17 @@ def test_a_batch_with_unreadable_records_keys_the_rest_in_bulk() -> None:
     keys = cluster_keys(values).to_pylist()
     assert keys[1000] == "default"
     assert keys[:1000] + keys[1001:] == [f"c{i % 3}" for i in range(2000)]
+
+
+def test_fuzzed_records_are_keyed_by_the_cluster_the_parser_reads() -> None:
+    """Mutants of every kind, most of them read one by one: the key never differs from the
+    parser's ``cluster`` (``default`` for a record it cannot read)."""
+    from streaming.config import load_scenario
+    from streaming.fuzz import CORE, mixed_stream
+    from streaming.simulator import simulate
+
+    records, labels = mixed_stream(simulate(load_scenario("quick")), 6000, CORE, 1000)
+    assert len(set(labels)) > 10
+    values = [r.decode("utf-8", "replace") for r in records]
+    parsed = parse(values, [str(i) for i in range(len(values))], [0] * len(values))
+    assert cluster_keys(values).to_pylist() == parsed.column("cluster").to_pylist()
