@@ -335,9 +335,9 @@ def build_query(
     def commit(df: Any, batch_id: int) -> None:
         started = time.time()
         metas = [r.asDict() for r in df.collect()]  # file metadata and counters only
-        rows = sink.read_rows(
-            files_root, metas, sink.PUBLISHED if publisher else ("broker_decisions",)
-        )
+        # what the driver publishes, and broker_decisions for the progress line
+        wanted = sink.PUBLISHED if early is None else ("broker_decisions", *sink.DRIVER_PUBLISHED)
+        rows = sink.read_rows(files_root, metas, wanted if publisher else ("broker_decisions",))
         if publisher is not None:  # at least once onto Kafka, before the tables commit
             failpoints.reach("before-publish", batch_id)
             sink.publish_batch(

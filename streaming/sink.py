@@ -444,10 +444,12 @@ def read_rows(
     return rows
 
 
-PUBLISHED = ("broker_decisions", "routing_table", "redeliveries", "transactions")
-"""The tables whose rows :func:`publish_batch` sends."""
 DECISIONS = ("broker_decisions", "routing_table")
 """The tables whose rows :func:`decision_messages` sends, the ones decision latency is about."""
+DRIVER_PUBLISHED = ("redeliveries", "transactions")
+"""What :func:`publish_batch` sends besides the decisions."""
+PUBLISHED = (*DECISIONS, *DRIVER_PUBLISHED)
+"""The tables whose rows :func:`publish_batch` sends."""
 
 
 def decision_messages(

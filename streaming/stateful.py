@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark import TaskContext
 
 from streaming import failpoints
@@ -53,6 +54,7 @@ class Publish:
             if data is None:
                 rows[name] = []
                 continue
+            data = data.filter(pc.equal(data["scope"], "cluster"))  # what the topic carries
             ids = pa.array(np.full(len(data), batch_id, dtype=np.int64))
             own = data.append_column("batch_id", ids).select(own_schema(name).names)
             rows[name] = own.to_pylist()

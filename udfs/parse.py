@@ -117,7 +117,7 @@ def parse(
 
 def _table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
     """``pa.Table.from_pylist``, a column at a time from the fields each row has (a lenient
-    row has a few of the many columns): a third of the time."""
+    row has a few of the many columns): a twentieth of the time on 40,000 rows."""
     columns: dict[str, list[Any]] = {name: [None] * len(rows) for name in schema.names}
     for i, row in enumerate(rows):
         for name, value in row.items():
@@ -282,18 +282,29 @@ _LENIENT = json.JSONDecoder(
 """json.loads's decoder with these settings, made once (each call would make its own)."""
 
 
+def _object(text: str) -> dict[str, Any] | None:
+    """The JSON object a record holds; None when it holds none, or names a typed field twice
+    (Arrow's reader refuses both). Raises ``RecursionError`` when it is nested too deeply for
+    Python."""
+    if text.startswith("\ufeff"):  # as json.loads refuses it
+        return None
+    try:
+        record = _LENIENT.decode(text)
+    except ValueError:
+        return None
+    if not isinstance(record, dict) or _twice(record, _TYPED):
+        return None
+    return record
+
+
 def _read_one(text: str | None) -> dict[str, Any] | None:
     """One record read leniently, as Spark's JSON reader with text fields and ``try_cast`` would:
     None when it is not a JSON object (or names a field twice)."""
     try:
-        if str(text).startswith("\ufeff"):  # as json.loads refuses it
-            raise ValueError("a byte order mark")
-        record = _LENIENT.decode(str(text))
-    except ValueError:
-        return None
+        record = _object(str(text))
     except RecursionError:  # nested too deeply for Python; Arrow's reader takes any depth
         return _read_deep(str(text))
-    if not isinstance(record, dict) or _twice(record, _TYPED):
+    if record is None:
         return None
     row: dict[str, Any] = {}
     wrong: list[str] = []
@@ -318,16 +329,12 @@ def _cluster_of(text: str) -> str:
     """The ``cluster`` :func:`_read_one` reads from a record (``default`` when it reads none),
     without typing the other fields."""
     try:
-        if text.startswith("\ufeff"):
-            return "default"
-        record = _LENIENT.decode(text)
-    except ValueError:
-        return "default"
+        record = _object(text)
     except RecursionError:
         deep = _read_deep(text)
         cluster = None if deep is None else deep.get("cluster")
         return "default" if cluster is None else str(cluster)
-    if not isinstance(record, dict) or _twice(record, _TYPED):
+    if record is None:
         return "default"
     if any(type(v) is str and not _text(v) for k, v in record.items() if k in _STRING):
         return "default"  # what _read_one does not read at all
