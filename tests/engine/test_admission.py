@@ -170,3 +170,16 @@ def test_a_rejected_record_without_an_ingest_time_is_seen_at_no_time() -> None:
     step = engine.advance("c", None, records, engine.EngineConfig())
     rows = step.tables["quarantine"].to_pylist()
     assert [(r["origin"], r["seen_at"]) for r in rows] == [("t/0/5", None), ("t/0/6", 1_000)]
+
+
+def test_the_kept_ids_are_found_whatever_their_hashes() -> None:
+    """A repeat is found among the kept hashes at either end of their order, and nothing else is."""
+    import numpy as np
+
+    from udfs.engine._state import Seen
+
+    kept = np.array([7, 2**64 - 1, 0, 12], np.uint64)
+    seen = Seen(np.array([1], np.int64), np.array([4], np.int64), kept)
+    asked = np.array([0, 2**64 - 1, 12, 7, 1, 2**64 - 2, 13], np.uint64)
+    assert seen.contains(asked).tolist() == [True] * 4 + [False] * 3
+    assert not Seen().contains(asked).any()
