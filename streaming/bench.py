@@ -35,6 +35,7 @@ records/s on the fuzzed input to that on the clean.
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sys
 import tempfile
@@ -149,14 +150,42 @@ def _passthrough(spark: Any, raw: Any, output: Path) -> list[tuple[float, int]]:
     return times
 
 
-def _floor(*_: Any) -> Any:
-    """A stateful function that takes the records over and does nothing else."""
+def floor(isolate: tuple[tuple[tuple[str, str], ...], str] | None = None) -> Any:
+    """A stateful function that takes the records over, reports their count and does nothing
+    else; with ``isolate`` (the Kafka settings and the decisions topic) it also publishes the
+    least a decision takes: each broker a send failed on (``REMOTING_EXCEPTION``) as isolated at
+    the cluster scope, one message per broker, found by a substring search and read with
+    ``json`` (the floor of :mod:`streaming.latency`)."""
     import pandas as pd
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
     from streaming.sink import META
+    from streaming.stateful import worker_publisher
 
     def nothing(key: Any, frames: Any, state: Any) -> Any:
-        count = sum(len(f) for f in frames)
+        parts = list(frames)
+        count = sum(len(f) for f in parts)
+        if isolate is not None and count:
+            conf, topic = isolate
+            values = pa.array(pd.concat([f["value"] for f in parts]), pa.string())
+            failed = values.filter(pc.match_substring(values, '"outcome":"REMOTING_EXCEPTION"'))
+            latest: dict[str, tuple[str, str, str]] = {}
+            for text in failed.to_pylist():
+                event = json.loads(text)
+                name = f"broker/{event['cluster']}/{event['broker_name']}"
+                decision = {
+                    "scope": "cluster",
+                    "cluster": event["cluster"],
+                    "broker_name": event["broker_name"],
+                    "decision": "ISOLATE",
+                    "state": "ISOLATED",
+                    "effective_at": event["event_time"],
+                    "cause_event_id": event["event_id"],
+                }
+                latest[name] = (topic, json.dumps(decision), name)
+            if latest:
+                worker_publisher(conf, None).deliver(list(latest.values()))
         row = dict.fromkeys(META.names, 0) | dict.fromkeys(("table", "path", "stats", "partition"))
         row |= {"input": count, "valid": count, "task": 0, "clock": None}
         state.update(("",))
@@ -198,9 +227,9 @@ def _rate(runs: list[tuple[float, int]]) -> float:
 
 
 def _job(
-    spark: Any, config: Any, folder: Path, output: Path, checkpoint: Path, floor: bool
+    spark: Any, config: Any, folder: Path, output: Path, checkpoint: Path, at_floor: bool
 ) -> tuple[list[dict[str, Any]], Any, dict[int, int]]:
-    """The job (or with ``floor`` its query with a stateful function that does nothing) run to
+    """The job (or ``at_floor`` its query with a stateful function that does nothing) run to
     the end of ``folder``: each batch's figures, the query, the checkpoint's size per batch."""
     from streaming import job, sink
 
@@ -221,7 +250,7 @@ def _job(
         checkpoint,
         job.Progress(),
         on_batch=on_batch,
-        operator=_floor() if floor else None,
+        operator=floor() if at_floor else None,
     )
     query.awaitTermination()
     return batches, query, sizes

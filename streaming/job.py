@@ -449,12 +449,15 @@ def _iso(ms: int | None) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def run(config: JobConfig, out: TextIO = sys.stdout) -> int:
+def run(
+    config: JobConfig, out: TextIO = sys.stdout, operator: Callable[..., Any] | None = None
+) -> int:
     """Run the job; print progress and a summary. Returns the exit code. A folder that cannot be
-    written (a full disk, a read-only mount) stops it with a :class:`StorageError` naming it."""
+    written (a full disk, a read-only mount) stops it with a :class:`StorageError` naming it.
+    ``operator`` replaces the stateful function (a benchmark's floor)."""
     roots = (Path(config.output).resolve(), Path(config.checkpoint).resolve())
     try:
-        return _run(config, out)
+        return _run(config, out, operator)
     except Exception as exc:
         fault = from_failure(exc, roots)
         if fault is None:
@@ -462,7 +465,7 @@ def run(config: JobConfig, out: TextIO = sys.stdout) -> int:
         raise fault from exc
 
 
-def _run(config: JobConfig, out: TextIO) -> int:
+def _run(config: JobConfig, out: TextIO, operator: Callable[..., Any] | None) -> int:
     from streaming import sink
 
     checkpoint = Path(config.checkpoint).resolve() / QUERY_NAME
@@ -512,7 +515,15 @@ def _run(config: JobConfig, out: TextIO) -> int:
     listener = BatchProgress(out)
     spark.streams.addListener(listener)
     query = build_query(
-        spark, config, folder, output, checkpoint, progress, publisher=publisher, listener=listener
+        spark,
+        config,
+        folder,
+        output,
+        checkpoint,
+        progress,
+        publisher=publisher,
+        operator=operator,
+        listener=listener,
     )
     shown = -1
     try:

@@ -2,27 +2,32 @@
 on the decisions topic, with the real job running continuously.
 
     python -m streaming.latency [--rate 20000] [--seconds 30] [--brokers 8] [--trigger 500ms]
-                                [--every 3] [--incidents N] [--set KEY=VALUE ...]
+                                [--every 3] [--incidents N] [--set KEY=VALUE ...] [--floor]
 
 It starts librdkafka's mock cluster (:func:`streaming.mock_kafka.mock_cluster`) and the job in a
-process of its own (``python -m streaming.cli run --source kafka``, its settings in a YAML file
-under a temporary folder: ``trigger_interval`` and any ``--set``), waits for the job's first
-committed micro-batch, then publishes send results at ``--rate`` events per second for
-``--seconds``: healthy producers sending to healthy brokers (``SEND_OK``, 1-30 ms), and every
-``--every`` seconds one broker fails for ``--fail-for`` seconds (``REMOTING_EXCEPTION``, each
-retried on another broker). Under the cluster profile ``rocketmq-5`` a failed attempt isolates
-its broker for 10 s, so each such incident must isolate that broker at the cluster scope: the
-topic carries each broker's last decision of a micro-batch, an ``ISOLATE``, or an ``EXTEND`` when
-the batch that isolated the broker also extended it (the message's ``state`` is ``ISOLATED``
-either way). Its latency is the time from handing the broker's first failing send result to the
-producer (:class:`streaming.kafka.Publisher`) to reading that isolation from the decisions
-topic; both times are taken in this process, on one monotonic clock.
+process of its own (``python -m streaming.cli run --config job.yaml``, its settings in that file
+under a temporary folder: the Kafka source, ``trigger_interval`` and any ``--set``), waits for
+the job's first committed micro-batch, then publishes send results at ``--rate`` events per
+second for ``--seconds``: healthy producers sending to healthy brokers (``SEND_OK``, 1-30 ms),
+and every ``--every`` seconds one broker fails for ``--fail-for`` seconds
+(``REMOTING_EXCEPTION``, each retried on another broker). Under the cluster profile
+``rocketmq-5`` a failed attempt isolates its broker for 10 s, so each such incident must isolate
+that broker at the cluster scope: the topic carries each broker's last decision of a
+micro-batch, an ``ISOLATE``, or an ``EXTEND`` when the batch that isolated the broker also
+extended it (the message's ``state`` is ``ISOLATED`` either way). Its latency is the time from
+handing the broker's first failing send result to the producer
+(:class:`streaming.kafka.Publisher`) to reading that isolation from the decisions topic; both
+times are taken in this process, on one monotonic clock.
 
 Prints one line per incident, where the job's batches spent their time (:func:`breakdown`, from
 its ``batches`` table), and a summary: the count, p50 and p99 (nearest rank) in ms and the
 publish rate achieved. Exit code 0 when every incident got its isolation, 1 otherwise. Every
 wait is bounded, and the job is stopped however this ends. A measurement, not a test: the
 numbers depend on the machine, which runs the job, the mock cluster and the publisher at once.
+
+``--floor`` measures the least latency the machine allows: the same job, query, publisher and
+cluster, with a stateful function that only publishes each broker a send failed on as isolated
+(:func:`streaming.bench.floor`: no parsing, no RocketMQ rules, no files).
 """
 
 from __future__ import annotations
@@ -377,6 +382,13 @@ def _parser() -> argparse.ArgumentParser:
         "--wait", type=float, default=60.0, help="seconds to wait for isolations after publishing"
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="run the job's query with a stateful function that only isolates the brokers a "
+        "send failed on (streaming.bench.floor): the least latency this machine allows",
+    )
+    parser.add_argument("--floor-job", help=argparse.SUPPRESS)  # the floor's job process
     return parser
 
 
@@ -400,6 +412,8 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.floor_job:
+        return _floor_job(args.floor_job)
     if args.rate <= 0 or args.seconds <= 0 or args.brokers < 2 or args.producers < 1:
         raise SystemExit(
             "latency: needs --rate > 0, --seconds > 0, --brokers >= 2, --producers >= 1"
@@ -435,6 +449,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def _floor_job(path: str) -> int:
+    """The job of ``--floor``, in a process of its own, as ``faultline run`` would run it but
+    with :func:`streaming.bench.floor` as its stateful function."""
+    from streaming.bench import floor
+    from streaming.config import load_job_config
+    from streaming.job import run
+
+    config = load_job_config(path)
+    isolate = (tuple(sorted(config.kafka_conf().items())), config.decisions_topic)
+    return run(config, operator=floor(isolate))
+
+
 def _measure(
     args: argparse.Namespace,
     settings: dict[str, Any],
@@ -448,19 +474,21 @@ def _measure(
     if not decisions_topic:
         raise SystemExit("latency: the decisions topic is off (decisions_topic: '')")
     config = work / "job.yaml"
-    config.write_text(yaml.safe_dump(settings))
     output, log_path = work / "out", work / "job.log"
+    where = {"source": "kafka", "kafka_bootstrap": bootstrap, "topic": EVENTS_TOPIC}
+    where |= {"output": str(output), "checkpoint": str(work / "ck")}
+    config.write_text(yaml.safe_dump({**settings, **where}))
     publisher = Publisher({"bootstrap.servers": bootstrap})
     traffic = Traffic(publisher, args.brokers, args.producers, args.seed, uuid.uuid4().hex[:8])
     traffic.route()  # also makes the events topic, so the job reads it from its first offset
     publisher.flush()
-    command = [
-        sys.executable, "-m", "streaming.cli", "run", "--config", str(config),
-        "--source", "kafka", "--kafka-bootstrap", bootstrap, "--topic", EVENTS_TOPIC,
-        "--output", str(output), "--checkpoint", str(work / "ck"),
-    ]  # fmt: skip
+    command = [sys.executable, "-m", "streaming.cli", "run", "--config", str(config)]
+    if args.floor:
+        command = [sys.executable, "-m", "streaming.latency", "--floor-job", str(config)]
+    floor = "; the floor: the job's query with an operator that only isolates"
     print(
-        f"latency: mock Kafka at {bootstrap}; job settings {settings}; job log {log_path}",
+        f"latency: mock Kafka at {bootstrap}; job settings {settings}; job log {log_path}"
+        + (floor if args.floor else ""),
         flush=True,
     )
     with log_path.open("wb") as log:

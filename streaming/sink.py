@@ -13,7 +13,7 @@ import json
 import re
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -312,12 +312,24 @@ class DeltaRs:
 
     root: Path
     app_id: str
+    opened: dict[str, DeltaTable] = field(default_factory=dict, compare=False, repr=False)
+    """Each table as the last batch left it: the next reads only the commits made since (its
+    own, maintenance's), not the whole log since the last checkpoint (up to 40 ms a table)."""
+
+    def table(self, name: str) -> DeltaTable:
+        table = self.opened.get(name)
+        if table is None:
+            table = self.opened[name] = DeltaTable(str(self.root / name))
+        else:
+            table.update_incremental()
+        return table
 
     def files(self, name: str, entries: list[dict[str, Any]], batch_id: int, now_ms: int) -> bool:
-        return commit_table(self.root / name, entries, self.app_id, batch_id, now_ms)
+        path = self.root / name
+        return commit_table(path, entries, self.app_id, batch_id, now_ms, self.table(name))
 
     def row(self, row: dict[str, Any], batch_id: int) -> None:
-        batches = DeltaTable(str(self.root / "batches"))
+        batches = self.table("batches")
         if is_committed(batches, self.app_id, batch_id):
             return
         failpoints.reach("before-commit-batches", batch_id)
@@ -399,11 +411,17 @@ def record_progress(root: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def commit_table(
-    path: Path, entries: list[dict[str, Any]], app_id: str, batch_id: int, now_ms: int
+    path: Path,
+    entries: list[dict[str, Any]],
+    app_id: str,
+    batch_id: int,
+    now_ms: int,
+    table: DeltaTable | None = None,
 ) -> bool:
-    """One table's new files of a batch as one Delta commit; False when the table has the
-    batch already (then the files are spare and deleted)."""
-    table = DeltaTable(str(path))
+    """One table's new files of a batch as one Delta commit (``table``: the table at ``path``,
+    up to date); False when the table has the batch already (then the files are spare and
+    deleted)."""
+    table = DeltaTable(str(path)) if table is None else table
     keep = {e["path"] for e in entries}
     if is_committed(table, app_id, batch_id):
         for relative in keep:

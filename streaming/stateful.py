@@ -59,13 +59,15 @@ class Publish:
             own = data.append_column("batch_id", ids).select(own_schema(name).names)
             rows[name] = own.to_pylist()
         messages = decision_messages(rows, self.topic, self.probe_share)
-        return _publisher(self.conf, self.outage_timeout_s).deliver(messages) if messages else 0
+        return (
+            worker_publisher(self.conf, self.outage_timeout_s).deliver(messages) if messages else 0
+        )
 
 
 _PUBLISHERS: dict[tuple[Any, ...], Any] = {}
 
 
-def _publisher(conf: tuple[tuple[str, str], ...], outage_timeout_s: float | None) -> Any:
+def worker_publisher(conf: tuple[tuple[str, str], ...], outage_timeout_s: float | None) -> Any:
     """One Kafka producer per worker process and setting, kept for the worker's later tasks."""
     from streaming.kafka import Publisher
 

@@ -15,13 +15,16 @@ pytestmark = pytest.mark.spark
 INCIDENT = re.compile(r"^incident (\d+): (broker-\d+) failing from .*: isolated after ([\d,]+) ms")
 
 
+@pytest.mark.parametrize("floor", [False, True], ids=["job", "floor"])
 def test_each_incident_gets_its_isolate_and_a_measured_latency(
-    capsys: pytest.CaptureFixture[str],
+    floor: bool, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Also with ``--floor``: the job's query with an operator that only isolates."""
     started = time.monotonic()
     code = latency.main(
         ["--rate", "500", "--seconds", "4", "--every", "1.5", "--fail-for", "0.5",
          "--incidents", "2", "--wait", "30", "--ready-timeout", "180"]
+        + ["--floor"] * floor
     )  # fmt: skip
     out = capsys.readouterr().out
     assert code == 0, out
@@ -29,6 +32,9 @@ def test_each_incident_gets_its_isolate_and_a_measured_latency(
     assert [(n, b) for n, b, _ in measured] == [("1", "broker-0"), ("2", "broker-1")], out
     for _, _, ms in measured:
         assert 0 < int(ms.replace(",", "")) < 30_000, out
+    # the floor's operator neither parses nor runs the engine; its decisions come all the same
+    assert ("; the floor: " in out) is floor, out
+    assert ("(receive 0, parse 0, engine 0, publish 0, files 0)" in out) is floor, out
     summary = [line for line in out.splitlines() if line.startswith("summary: ")]
     assert len(summary) == 1, out
     assert summary[0].startswith("summary: 2 incidents, 2 isolated; latency p50 "), out
