@@ -350,10 +350,7 @@ _NUMBERS = frozenset((*INT_FIELDS, "event_time"))
 
 def _convert(name: str, value: Any) -> Any:
     if name in _NUMBERS and type(value) is str and value.isascii() and value.isdigit():
-        # the common case, a plain whole number, at once (what the checks below make of it)
-        number = int(value) if len(value.lstrip("0")) <= 20 else None
-        low, high = _INT_RANGE.get(name, (-(2**63), 2**63 - 1))
-        return number if number is not None and low <= number <= high else None
+        return _whole(name, value)  # the common case, a plain whole number, at once
     if isinstance(value, bool):  # JSON true/false, which Spark reads as their text
         value = "true" if value else "false"
     if name == "brokers":
@@ -366,9 +363,7 @@ def _convert(name: str, value: Any) -> Any:
     if name == "latency_fault_enable":
         return {"true": True, "false": False}.get(text.lower())
     if _INTEGER.fullmatch(text):
-        number = _int(text)
-        low, high = _INT_RANGE.get(name, (-(2**63), 2**63 - 1))
-        return number if number is not None and low <= number <= high else None
+        return _whole(name, text)
     if name == "event_time":
         try:
             when = datetime.fromisoformat(text)
@@ -377,6 +372,13 @@ def _convert(name: str, value: Any) -> Any:
         except (ValueError, OverflowError):  # not a time, or one Python cannot place (year 0)
             return None
     return None
+
+
+def _whole(name: str, text: str) -> int | None:
+    """The whole number ``text`` holds, when the field ``name`` takes it (int64, or its range)."""
+    number = _int(text)
+    low, high = _INT_RANGE.get(name, (-(2**63), 2**63 - 1))
+    return number if number is not None and low <= number <= high else None
 
 
 def _int(text: str) -> int | None:
