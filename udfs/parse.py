@@ -172,14 +172,95 @@ def _classify(text: pa.StringArray) -> tuple[np.ndarray, list[int], np.ndarray]:
     return ~opens, np.flatnonzero(opens & lines).tolist(), np.flatnonzero(opens & ~lines)
 
 
+def _buffers(text: pa.StringArray) -> tuple[np.ndarray, np.ndarray]:
+    """The array's offsets, from 0, and the bytes they point into."""
+    ends = np.frombuffer(text.buffers()[1], np.int32)[text.offset : text.offset + len(text) + 1]
+    data = np.frombuffer(text.buffers()[2] or b"", np.uint8)[ends[0] : ends[-1]]
+    return ends - ends[0], data
+
+
 def _breaks(text: pa.StringArray) -> np.ndarray:
     """Which records hold a line break, read off the array's own buffers (a tenth of the time
     of Arrow's substring search)."""
-    ends = np.frombuffer(text.buffers()[1], np.int32)[text.offset : text.offset + len(text) + 1]
-    data = np.frombuffer(text.buffers()[2] or b"", np.uint8)[ends[0] : ends[-1]]
-    at = np.flatnonzero((data == 10) | (data == 13)) + ends[0]
+    ends, data = _buffers(text)
+    at = np.flatnonzero((data == 10) | (data == 13))
     found = np.zeros(len(text), dtype=bool)
     found[np.searchsorted(ends, at, side="right") - 1] = True
+    return found
+
+
+_NUMBER_FIELDS = (*INT_FIELDS, "event_time", *_BROKER.names[1:])
+_TEXTS, _NUMBERS_NAMED = "|".join(STRING_FIELDS), "|".join(_NUMBER_FIELDS)
+_SUSPECT = "|".join(
+    (
+        rf'"(?:{_TEXTS})"\s*:\s*(?:[^"n\s]|n[^u])',  # a text field holding no text (or null)
+        rf'"(?:{_NUMBERS_NAMED})"\s*:\s*(?:[^-0-9n\s]|-?[0-9]+[.eE])',  # ... no whole number
+        r'"latency_fault_enable"\s*:\s*[^tfn\s]',
+        r'"brokers"\s*:\s*(?:[^\[n\s]|\[\s*[^{\]\s])',  # not a list of objects
+        r"[0-9]{19}|NaN|Infinity|[0-9][eE][-+]?[0-9]{3}",  # numbers Arrow cannot hold
+        r"\\u[dD][89a-fA-F]",  # an escaped surrogate, which may stand alone
+        r'"\s+:',  # a name apart from its colon, which _twice_named does not see
+        r"[^}\s]\s*$",  # cut short
+    )
+)
+"""What marks a record the bulk reader may refuse: a typed field holding a value of another
+type, a number out of its range, a lone surrogate, a truncated object. A pattern for Arrow's
+regular expressions (RE2), one pass over the batch."""
+
+
+def _suspects(text: pa.StringArray) -> np.ndarray:
+    """Records the bulk reader would likely refuse, found without reading them: the rest of a
+    batch of mostly bad records can be read in bulk. A record missed costs a failed bulk read
+    (the batch then goes chunk by chunk); one wrongly suspected costs a lenient read. Either
+    way each record gets the same row."""
+    found: np.ndarray = _np(pc.match_substring_regex(text, _SUSPECT), True) | _twice_named(text)
+    return found
+
+
+_NAME_BYTES = 24
+"""Room for the longest typed field's name, in three 64-bit words."""
+
+
+def _key(words: np.ndarray) -> np.ndarray:
+    """One number per name, for a sorted search (equal names, equal numbers)."""
+    mixed: np.ndarray = (
+        words[:, 0] * np.uint64(0x9E3779B97F4A7C15)
+        ^ words[:, 1] * np.uint64(0xC2B2AE3D27D4EB4F)
+        ^ words[:, 2]
+    )
+    return mixed
+
+
+_NAME_WORDS = np.array(TYPED_FIELDS, dtype=f"S{_NAME_BYTES}").view("<u8").reshape(-1, 3)
+_NAMES = _NAME_WORDS[np.argsort(_key(_NAME_WORDS))]
+_NAME_KEYS = _key(_NAMES)
+_LOW_BYTES = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [2**64 - 1], dtype=np.uint64)
+
+
+def _twice_named(text: pa.StringArray) -> np.ndarray:
+    """Records that name a typed field twice (``"kind": ..., "kind": ...``, which Arrow's reader
+    refuses), found on the array's bytes: every ``"name":`` whose name is a typed field's, by
+    record. Names nested in a value count too (a route's brokers name ``broker_name`` once each):
+    those records are only read leniently."""
+    ends, data = _buffers(text)
+    quotes = np.flatnonzero(data == ord('"'))
+    closing = quotes[:-1][data[quotes[:-1] + 1] == ord(":")]
+    opening = quotes[np.searchsorted(quotes, closing) - 1] + 1
+    size = closing - opening
+    keep = (size > 0) & (size <= _NAME_BYTES)
+    opening, size, closing = opening[keep], size[keep], closing[keep]
+    padded = np.concatenate([data, np.zeros(_NAME_BYTES + 8, np.uint8)])
+    words = np.ndarray((len(data) + _NAME_BYTES,), "<u8", padded, strides=(1,))  # at every byte
+    name = np.stack(
+        [words[opening + 8 * k] & _LOW_BYTES[np.clip(size - 8 * k, 0, 8)] for k in range(3)], 1
+    )
+    at = np.minimum(np.searchsorted(_NAME_KEYS, _key(name)), len(_NAMES) - 1)
+    which = np.flatnonzero((name == _NAMES[at]).all(axis=1))
+    kind = at[which]
+    record = np.searchsorted(ends, closing[which], side="right") - 1
+    named = np.sort(record * len(_NAMES) + kind)
+    found = np.zeros(len(text), dtype=bool)
+    found[named[1:][named[1:] == named[:-1]] // len(_NAMES)] = True
     return found
 
 
@@ -194,16 +275,27 @@ a fifth of the chunk leniently)."""
 
 
 def _read_bulk(
-    text: pa.StringArray, idx: np.ndarray, parts: list[Any], options: pj.ParseOptions
+    text: pa.StringArray,
+    idx: np.ndarray,
+    parts: list[Any],
+    options: pj.ParseOptions,
 ) -> list[int]:
-    """Read the records ``idx`` in one go; if that fails, in chunks, until :data:`_GIVE_UP`
-    chunks in a row have failed. Returns the records of the chunks that failed or were not
-    tried, for the lenient path (which reads a record as the bulk reader would, only slower)."""
+    """Read the records ``idx`` in one go; if that fails, the records that are not
+    :func:`_suspects` in one go; if that fails too, in chunks, until
+    :data:`_GIVE_UP` chunks in a row have failed. Returns the records suspected, and those of
+    the chunks that failed or were not tried, for the lenient path (which reads a record as the
+    bulk reader would, only slower)."""
     table = _read_json(text if len(idx) == len(text) else text.take(idx), options)
     if table is not None:
         parts.append((idx, table))
         return []
-    lenient: list[int] = []
+    suspect = _suspects(text)[idx]
+    lenient: list[int] = idx[suspect].tolist()
+    idx = idx[~suspect]
+    table = _read_json(text.take(idx), options)
+    if table is not None:
+        parts.append((idx, table))
+        return lenient
     failed = 0
     for start in range(0, len(idx), _CHUNK):
         chunk = idx[start : start + _CHUNK]

@@ -9,7 +9,8 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from udfs.parse import parse
+import udfs.parse
+from udfs.parse import cluster_keys, parse
 
 T = 1_795_255_200_000
 SEND = {"event_id": "s", "event_time": T, "producer_id": "p", "topic": "t", "broker_name": "b",
@@ -148,3 +149,30 @@ def test_fuzzed_records_get_the_same_reason_on_both_paths(
     values = [text] if neighbour is None else [text, neighbour]
     rows = parse(values, ["o"] * len(values), [0] * len(values)).to_pylist()
     assert rows[0]["reason_code"] == code, rows[0]["reason"]
+
+
+def test_a_batch_of_mostly_bad_records_reads_its_good_ones_in_bulk(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every chunk of this batch holds records the bulk reader refuses; the good records are
+    still read in bulk (the lenient path costs ten times as much per record), and every record
+    gets the row, and the shuffle key, it gets alone."""
+    others = [text for text, _ in (*CASES, *FUZZED) if text is not None]
+    values = []
+    for i in range(3 * len(others)):
+        values += [json.dumps({**SEND, "event_id": f"g{i}"}), others[i % len(others)]]
+    read_alone = udfs.parse._read_one
+    lenient: list[str | None] = []
+    monkeypatch.setattr(udfs.parse, "_read_one", lambda t: lenient.append(t) or read_alone(t))
+    rows = parse(values, ["o"] * len(values), [0] * len(values)).to_pylist()
+    assert not [t for t in lenient if t is not None and t.startswith('{"event_id": "g')]
+    assert all(r["reason_code"] is None for r in rows[::2])
+    alone = {t: parse([t], ["o"], [0]).to_pylist()[0] for t in others}
+    assert rows[1::2] == [alone[t] for t in values[1::2]]
+
+    key_alone = udfs.parse._cluster_of
+    lenient.clear()
+    monkeypatch.setattr(udfs.parse, "_cluster_of", lambda t: lenient.append(t) or key_alone(t))
+    keys = cluster_keys(values).to_pylist()
+    assert not [t for t in lenient if t.startswith('{"event_id": "g')]
+    assert keys == [cluster_keys([t]).to_pylist()[0] for t in values]
