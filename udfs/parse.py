@@ -400,20 +400,24 @@ def _read_one(text: str | None) -> dict[str, Any] | None:
         return None
     row: dict[str, Any] = {}
     wrong: list[str] = []
-    for name, value in record.items():
+    for name, value in record.items():  # the common cases first, then _convert
         if value is None or name not in _TYPED:
             continue
-        if name in _STRING and type(value) is str:
-            if not _text(value):
-                return None
-            row[name] = value
-            continue
+        if type(value) is str:
+            if name in _STRING:
+                if not value.isascii() and not _text(value):
+                    return None
+                row[name] = value
+                continue
+            if name in _NUMBERS and len(value) < 10 and value.isdigit() and value.isascii():
+                row[name] = int(value)
+                continue
         typed = _convert(name, value)
         if typed is None:
             wrong.append(name)
         else:
             row[name] = typed
-    row["_wrong"] = sorted(wrong, key=TYPED_FIELDS.index)
+    row["_wrong"] = sorted(wrong, key=TYPED_FIELDS.index) if wrong else []
     return row
 
 
