@@ -217,50 +217,41 @@ def _suspects(text: pa.StringArray) -> np.ndarray:
     return found
 
 
-_NAME_BYTES = 24
-"""Room for the longest typed field's name, in three 64-bit words."""
-
-
-def _key(words: np.ndarray) -> np.ndarray:
-    """One number per name, for a sorted search (equal names, equal numbers)."""
-    mixed: np.ndarray = (
-        words[:, 0] * np.uint64(0x9E3779B97F4A7C15)
-        ^ words[:, 1] * np.uint64(0xC2B2AE3D27D4EB4F)
-        ^ words[:, 2]
-    )
+def _name_keys(first: np.ndarray, size: np.ndarray) -> np.ndarray:
+    """A number per field name, from its first 8 bytes (little-endian, zero beyond the name)
+    and its length: the typed fields' names all differ by these."""
+    mixed: np.ndarray = first * np.uint64(0x9E3779B97F4A7C15) ^ size.astype(np.uint64)
     return mixed
 
 
-_NAME_WORDS = np.array(TYPED_FIELDS, dtype=f"S{_NAME_BYTES}").view("<u8").reshape(-1, 3)
-_NAMES = _NAME_WORDS[np.argsort(_key(_NAME_WORDS))]
-_NAME_KEYS = _key(_NAMES)
+_FIRST = np.array(TYPED_FIELDS, dtype="S8").view("<u8")
+_NAME_KEYS = np.sort(_name_keys(_FIRST, np.array([len(n) for n in TYPED_FIELDS])))
+assert len(np.unique(_NAME_KEYS)) == len(TYPED_FIELDS)
 _LOW_BYTES = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [2**64 - 1], dtype=np.uint64)
 
 
 def _twice_named(text: pa.StringArray) -> np.ndarray:
     """Records that name a typed field twice (``"kind": ..., "kind": ...``, which Arrow's reader
-    refuses), found on the array's bytes: every ``"name":`` whose name is a typed field's, by
-    record. Names nested in a value count too (a route's brokers name ``broker_name`` once each):
-    those records are only read leniently."""
+    refuses), found on the array's bytes: every ``"name":`` whose length and first 8 bytes are
+    a typed field's, by record. A name nested in a value counts too (a route's brokers name
+    ``broker_name`` once each), as does another name that starts alike: those records are only
+    read leniently."""
     ends, data = _buffers(text)
+    if len(data) < 8:
+        return np.zeros(len(text), dtype=bool)
     quotes = np.flatnonzero(data == ord('"'))
-    closing = quotes[:-1][data[quotes[:-1] + 1] == ord(":")]
-    opening = quotes[np.searchsorted(quotes, closing) - 1] + 1
-    size = closing - opening
-    keep = (size > 0) & (size <= _NAME_BYTES)
-    opening, size, closing = opening[keep], size[keep], closing[keep]
-    padded = np.concatenate([data, np.zeros(_NAME_BYTES + 8, np.uint8)])
-    words = np.ndarray((len(data) + _NAME_BYTES,), "<u8", padded, strides=(1,))  # at every byte
-    name = np.stack(
-        [words[opening + 8 * k] & _LOW_BYTES[np.clip(size - 8 * k, 0, 8)] for k in range(3)], 1
-    )
-    at = np.minimum(np.searchsorted(_NAME_KEYS, _key(name)), len(_NAMES) - 1)
-    which = np.flatnonzero((name == _NAMES[at]).all(axis=1))
-    kind = at[which]
-    record = np.searchsorted(ends, closing[which], side="right") - 1
-    named = np.sort(record * len(_NAMES) + kind)
+    named = np.flatnonzero(data[quotes[:-1] + 1] == ord(":"))  # quotes that close a name
+    opening, closing = quotes[named - 1] + 1, quotes[named]
+    size = np.clip(closing - opening, 0, 8)
+    words = np.ndarray((len(data) - 7,), "<u8", data, strides=(1,))  # 8 bytes from every byte
+    first = words[np.minimum(opening, len(data) - 8)] & _LOW_BYTES[size]
+    keys = _name_keys(first, closing - opening)
+    at = np.minimum(np.searchsorted(_NAME_KEYS, keys), len(_NAME_KEYS) - 1)
+    typed = np.flatnonzero(_NAME_KEYS[at] == keys)
+    record = np.searchsorted(ends, closing[typed], side="right") - 1
+    pairs = np.sort(record * len(_NAME_KEYS) + at[typed])
     found = np.zeros(len(text), dtype=bool)
-    found[named[1:][named[1:] == named[:-1]] // len(_NAMES)] = True
+    found[pairs[1:][pairs[1:] == pairs[:-1]] // len(_NAME_KEYS)] = True
     return found
 
 
