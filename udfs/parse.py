@@ -266,16 +266,12 @@ a fifth of the chunk leniently)."""
 
 
 def _read_bulk(
-    text: pa.StringArray,
-    idx: np.ndarray,
-    parts: list[Any],
-    options: pj.ParseOptions,
+    text: pa.StringArray, idx: np.ndarray, parts: list[Any], options: pj.ParseOptions
 ) -> list[int]:
-    """Read the records ``idx`` in one go; if that fails, the records that are not
-    :func:`_suspects` in one go; if that fails too, in chunks, until
-    :data:`_GIVE_UP` chunks in a row have failed. Returns the records suspected, and those of
-    the chunks that failed or were not tried, for the lenient path (which reads a record as the
-    bulk reader would, only slower)."""
+    """Read the records ``idx`` in one go; if that fails, those that are not :func:`_suspects`
+    in one go; if that fails too, in chunks, until :data:`_GIVE_UP` chunks in a row have
+    failed. Returns the records suspected, and those of the chunks that failed or were not
+    tried, for the lenient path (which reads a record as the bulk reader would, only slower)."""
     table = _read_json(text if len(idx) == len(text) else text.take(idx), options)
     if table is not None:
         parts.append((idx, table))
