@@ -390,16 +390,16 @@ def _read_one(text: str | None) -> dict[str, Any] | None:
     for name, value in record.items():  # the common cases first, then _convert
         if value is None or name not in _TYPED:
             continue
-        if type(value) is str:
-            if name in _STRING:
-                if not value.isascii() and not _text(value):
-                    return None
-                row[name] = value
-                continue
-            if name in _NUMBERS and len(value) < 10 and value.isdigit() and value.isascii():
-                row[name] = int(value)
-                continue
-        typed = _convert(name, value)
+        if type(value) is str and name in _STRING:
+            if not value.isascii() and not _text(value):
+                return None
+            row[name] = value
+            continue
+        if type(value) is str and name in _NUMBERS and value.isdigit() and value.isascii():
+            # a plain whole number; under 10 digits, every int field holds it
+            typed = int(value) if len(value) < 10 else _whole(name, value)
+        else:
+            typed = _convert(name, value)
         if typed is None:
             wrong.append(name)
         else:
@@ -432,8 +432,6 @@ _NUMBERS = frozenset((*INT_FIELDS, "event_time"))
 
 
 def _convert(name: str, value: Any) -> Any:
-    if name in _NUMBERS and type(value) is str and value.isascii() and value.isdigit():
-        return _whole(name, value)  # the common case, a plain whole number, at once
     if isinstance(value, bool):  # JSON true/false, which Spark reads as their text
         value = "true" if value else "false"
     if name == "brokers":
