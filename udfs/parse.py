@@ -183,7 +183,8 @@ def _breaks(text: pa.StringArray) -> np.ndarray:
     """Which records hold a line break, read off the array's own buffers (a tenth of the time
     of Arrow's substring search)."""
     ends, data = _buffers(text)
-    at = np.flatnonzero((data == 10) | (data == 13))
+    at = np.flatnonzero(data < 14)  # one comparison, then the few control bytes sorted out
+    at = at[(data[at] == 10) | (data[at] == 13)]
     found = np.zeros(len(text), dtype=bool)
     found[np.searchsorted(ends, at, side="right") - 1] = True
     return found
@@ -509,13 +510,16 @@ def _combine(n: int, parts: list[tuple[np.ndarray, pa.Table]]) -> pa.Table:
     read = _READ.append(_WRONG)
     tables = [t for _, t in parts]
     order = [idx for idx, _ in parts]
-    missing = np.setdiff1d(np.arange(n), np.concatenate(order) if order else [])
+    read_at = np.zeros(n, dtype=bool)
+    for idx in order:
+        read_at[idx] = True
+    missing = np.flatnonzero(~read_at)
     if len(missing):
         tables.append(read.empty_table().take(pa.nulls(len(missing), pa.int64())))
         order.append(missing)
     combined = pa.concat_tables(tables).combine_chunks() if tables else read.empty_table()
     if len(tables) == 1 and not len(missing):
-        return combined
+        return combined  # one read of every record, in order
     return combined.take(np.argsort(np.concatenate(order).astype(np.int64), kind="stable"))
 
 
@@ -593,8 +597,9 @@ def _validate(
     }
     need = {f: ~given[f] for f in ("event_id", "event_time")}
     for k, fields in REQUIRED.items():
+        of_kind = kind == k
         for f in fields:
-            need[f] = need.get(f, np.zeros(n, dtype=bool)) | (kind == k) & ~given[f]
+            need[f] = need.get(f, np.zeros(n, dtype=bool)) | of_kind & ~given[f]
     check(
         np.logical_or.reduce(list(need.values())),
         "MISSING_FIELD",

@@ -10,8 +10,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from udfs.engine._config import NO_ITEM, EngineConfig
 from udfs.engine._output import Out
@@ -30,47 +28,52 @@ def _report_flags(profile: Profile, outcome: str, mode: str) -> tuple[tuple[int,
     if key not in _FLAG_CACHE:
         effect = attempt_effect(profile, Outcome(outcome), 0, mode=SendMode(mode))
         _FLAG_CACHE[key] = tuple(
-            (0 if r.phase == "dispatch" else 1, r.isolation, r.reachable) for r in effect.reports
-        )
+            sorted(  # by phase, stably
+                ((0 if r.phase == "dispatch" else 1, r.isolation, r.reachable)
+                 for r in effect.reports),
+                key=lambda f: f[0],
+            )
+        )  # fmt: skip
     return _FLAG_CACHE[key]
 
 
 def report_rows(
     sends: pd.DataFrame, profile_names: pd.Series, config: EngineConfig
 ) -> pd.DataFrame:
-    """One row per updateFaultItem call, sorted by (time, event_id, phase)."""
+    """One row per updateFaultItem call, sorted by (time, event_id, phase): ``sends`` are
+    admitted events, in that order already (:func:`udfs.engine._admission.admit`)."""
     profile = profile_names.to_numpy(object)
     outcome = sends["outcome"].to_numpy(object)
     mode = sends["mode"].to_numpy(object)
-    combo, combos = pd.factorize(
-        pd.Series(profile + "|" + outcome + "|" + mode, dtype=object), sort=False
-    )
-    flags = [_report_flags(config.profile(p), o, m) for p, o, m in (c.split("|") for c in combos)]
+    codes, names = zip(*(pd.factorize(c) for c in (profile, outcome, mode)), strict=True)
+    width = np.array([len(n) for n in names], dtype=np.int64)
+    combo, combos = pd.factorize((codes[0] * width[1] + codes[1]) * width[2] + codes[2])
+    flags = [
+        _report_flags(
+            config.profile(names[0][c // (width[1] * width[2])]),
+            names[1][c // width[2] % width[1]],
+            names[2][c % width[2]],
+        )
+        for c in combos.tolist()
+    ]
     counts = np.array([len(f) for f in flags], dtype=np.int64)[combo]
     first = np.concatenate([[0], np.cumsum([len(f) for f in flags])])
     table = np.array([x for f in flags for x in f], dtype=np.int64).reshape(-1, 3)
     row = np.repeat(np.arange(len(sends)), counts)
     nth = np.arange(len(row)) - np.repeat(np.cumsum(counts) - counts, counts)
     phase, isolation, reachable = table[first[combo[row]] + nth].T
-    latency = sends["latency_ms"].to_numpy(np.int64)[row]
-    t = sends["event_time"].to_numpy(np.int64)[row]
-    event_id = sends["event_id"].to_numpy(object)[row]
-    # each id's rank in sorted order, by Arrow: sorting Python strings costs ten times as much
-    ids = pc.rank(pa.array(event_id, pa.string()), "ascending", tiebreaker="dense").to_numpy()
-    order = np.lexsort((phase, ids, t))
-    row, phase = row[order], phase[order]
+    # the dispatch report is applied at the event's own time, just before its result: one
+    # stamped earlier than its event could land behind updates written in an earlier batch, and
+    # the tables would then depend on where batches are cut
     return pd.DataFrame(
         {
-            # the dispatch report is applied at the event's own time, just before its result: one
-            # stamped earlier than its event could land behind updates written in an earlier
-            # batch, and the tables would then depend on where batches are cut
-            "time": t[order],
-            "event_id": pd.Series(event_id[order], dtype=object),
+            "time": sends["event_time"].to_numpy(np.int64)[row],
+            "event_id": pd.Series(sends["event_id"].to_numpy(object)[row], dtype=object),
             "phase": phase.astype(np.int8),
             "broker": pd.Series(sends["broker_name"].to_numpy(object)[row], dtype=object),
-            "latency": np.where(phase == 0, 0, latency[order]),
-            "isolation": isolation[order].astype(bool),
-            "reachable": reachable[order].astype(bool),
+            "latency": np.where(phase == 0, 0, sends["latency_ms"].to_numpy(np.int64)[row]),
+            "isolation": isolation.astype(bool),
+            "reachable": reachable.astype(bool),
             "outcome": pd.Series(outcome[row], dtype=object),
             "profile": pd.Series(profile[row], dtype=object),
             "producer_id": pd.Series(sends["producer_id"].to_numpy(object)[row], dtype=object),
@@ -237,6 +240,7 @@ class ScopeTables:
         self.profile_name = np.array([profiles[k].name for k in names], dtype=object)[codes]
         # (key, broker) pairs, from each side's codes: any character may be in either name
         keys, key_names = pd.factorize(self.key)
+        self._key_codes, self._key_names = keys, key_names
         brokers, broker_names = pd.factorize(self.broker)
         width = max(len(broker_names), 1)
         self.pair, codes = pd.factorize(keys.astype(np.int64) * width + brokers)
@@ -278,13 +282,15 @@ class ScopeTables:
         self._results: dict[str, int] | None = None
 
     def positions(self, key: str) -> np.ndarray:
-        if self._positions is None:
-            order = np.argsort(self.key, kind="stable")
-            keys = self.key[order]
-            cuts = np.flatnonzero(keys[1:] != keys[:-1]) + 1
-            bounds = [0, *cuts.tolist(), len(keys)]
+        if self._positions is None:  # each key's rows, in order
+            order = np.argsort(self._key_codes, kind="stable")
+            codes = self._key_codes[order]
+            cuts = np.flatnonzero(codes[1:] != codes[:-1]) + 1
+            bounds = [0, *cuts.tolist(), len(codes)]
             self._positions = {
-                str(keys[a]): np.sort(order[a:b]) for a, b in itertools.pairwise(bounds) if b > a
+                str(self._key_names[codes[a]]): order[a:b]
+                for a, b in itertools.pairwise(bounds)
+                if b > a
             }
         return self._positions.get(key, np.zeros(0, dtype=np.int64))
 
