@@ -64,7 +64,11 @@ def open_tables(
     if len(chosen) == 0:
         return opened
     rows = report_rows(chosen, profiles, config)
-    rows["key"] = cluster if scope == CLUSTER else rows["producer_id"]
+    rows["key"] = (
+        cluster
+        if scope == CLUSTER
+        else pd.Series(chosen["producer_id"].to_numpy(object)[rows["row"]], dtype=object)
+    )
     # a producer's table follows the profile of its latest event
     latest = rows.groupby("key", sort=False)["profile"].last()
     key_profiles = {str(k): config.profile(str(p)) for k, p in latest.items()}
@@ -72,7 +76,7 @@ def open_tables(
     for key, profile in key_profiles.items():
         tstates[key] = _tstate(state, scope, key)
         tstates[key].profile = profile.name
-    opened.tables = ScopeTables(scope, tstates, key_profiles, rows)
+    opened.tables = ScopeTables(scope, tstates, key_profiles, rows, chosen)
     return opened
 
 

@@ -15,7 +15,7 @@ class Out:
     """Rows per output table, collected as lists of frames."""
 
     def __init__(self) -> None:
-        self.parts: dict[str, list[pd.DataFrame]] = {}
+        self.parts: dict[str, list[pd.DataFrame | pa.Table]] = {}
         self.records: dict[str, list[dict[str, Any]]] = {}
         self.stats = {
             "input": 0,
@@ -26,7 +26,8 @@ class Out:
             "stale": 0,
         }
 
-    def add(self, table: str, frame: pd.DataFrame) -> None:
+    def add(self, table: str, frame: pd.DataFrame | pa.Table) -> None:
+        """Rows as a frame, or as a table already typed by the table's schema."""
         if len(frame):
             self.parts.setdefault(table, []).append(frame)
 
@@ -42,7 +43,9 @@ class Out:
         for name in [*self.parts, *(n for n in self.records if n not in self.parts)]:
             schema = TABLES[name]
             pieces = [
-                pa.Table.from_pandas(f, schema=schema, preserve_index=False)
+                f
+                if isinstance(f, pa.Table)
+                else pa.Table.from_pandas(f, schema=schema, preserve_index=False)
                 for f in self.parts.get(name, [])
             ]
             rows = self.records.get(name)

@@ -10,13 +10,15 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
-from udfs.engine._config import NO_ITEM, EngineConfig
+from udfs.engine._config import CLUSTER, NO_ITEM, EngineConfig
 from udfs.engine._output import Out
 from udfs.engine._state import Item, Table
 from udfs.rocketmq import FaultItem, FaultTable, Outcome, Profile, SendMode, attempt_effect
 from udfs.rocketmq._fault import _ConcurrentHashMapOrder
 from udfs.rocketmq._vector import not_available_durations, start_timestamps
+from udfs.schema import TABLES
 
 _FLAG_CACHE: dict[tuple[str, str, str], tuple[tuple[int, bool, bool], ...]] = {}
 
@@ -41,7 +43,8 @@ def report_rows(
     sends: pd.DataFrame, profile_names: pd.Series, config: EngineConfig
 ) -> pd.DataFrame:
     """One row per updateFaultItem call, sorted by (time, event_id, phase): ``sends`` are
-    admitted events, in that order already (:func:`udfs.engine._admission.admit`)."""
+    admitted events, in that order already (:func:`udfs.engine._admission.admit`). ``row`` is
+    the send's position in ``sends``."""
     profile = profile_names.to_numpy(object)
     outcome = sends["outcome"].to_numpy(object)
     mode = sends["mode"].to_numpy(object)
@@ -76,9 +79,7 @@ def report_rows(
             "reachable": reachable.astype(bool),
             "outcome": pd.Series(outcome[row], dtype=object),
             "profile": pd.Series(profile[row], dtype=object),
-            "producer_id": pd.Series(sends["producer_id"].to_numpy(object)[row], dtype=object),
-            "attempt": sends["attempt"].to_numpy(np.int64)[row],
-            "message_id": pd.Series(sends["message_id"].to_numpy(object)[row], dtype=object),
+            "row": row,
         }
     )
 
@@ -197,9 +198,10 @@ class ScopeTables:
         tstates: dict[str, Table],
         profiles: dict[str, Profile],
         rows: pd.DataFrame,
+        sends: pd.DataFrame,
     ) -> None:
-        """``rows`` (from :func:`report_rows`, with a ``key`` column) are sorted by (time,
-        event_id, phase); ``profiles`` gives each key's profile for this batch."""
+        """``rows`` (from :func:`report_rows` over ``sends``, with a ``key`` column) are sorted
+        by (time, event_id, phase); ``profiles`` gives each key's profile for this batch."""
         self.scope, self.tstates, self.profiles = scope, tstates, profiles
         keys = rows["key"].to_numpy(object)
         key_codes, key_names = pd.factorize(keys, use_na_sentinel=False)
@@ -232,9 +234,7 @@ class ScopeTables:
         self.isolation = rows["isolation"].to_numpy(bool)[fresh]
         self.reachable = rows["reachable"].to_numpy(bool)[fresh]
         self.outcome = rows["outcome"].to_numpy(object)[fresh]
-        self.producer_id = rows["producer_id"].to_numpy(object)[fresh]
-        self.attempt = rows["attempt"].to_numpy(np.int64)[fresh]
-        self.message_id = rows["message_id"].to_numpy(object)[fresh]
+        self.sends, self.row = sends, rows["row"].to_numpy(np.int64)[fresh]
         n = len(self.key)
         codes, names = pd.factorize(self.key)
         self.profile_name = np.array([profiles[k].name for k in names], dtype=object)[codes]
@@ -333,33 +333,7 @@ class ScopeTables:
     def finish(self, cluster: str, clock_end: int, out: Out) -> dict[str, list[Change]]:
         """Emit fault_items and broker_decisions; store the tables; return each key's
         availability changes for the routing table."""
-        lines = {p.name: p.line for p in self.profiles.values()}
-        codes, names = pd.factorize(self.profile_name)
-        line5 = np.array([lines[n] == "5" for n in names], dtype=bool)[codes]
-        out.add(
-            "fault_items",
-            pd.DataFrame(
-                {
-                    "scope": self.scope,
-                    "scope_key": pd.Series(self.key, dtype=object),
-                    "cluster": cluster,
-                    "broker_name": pd.Series(self.broker, dtype=object),
-                    "event_id": pd.Series(self.event_id, dtype=object),
-                    "event_time": self.time,
-                    "latency_ms": self.latency,
-                    "isolation": self.isolation,
-                    "reachable": np.where(line5, self.reachable, True),
-                    "not_available_ms": self.dur,
-                    "available_from": self.start,
-                    "profile": pd.Series(self.profile_name, dtype=object),
-                    "outcome": pd.Series(self.outcome, dtype=object),
-                    "phase": np.where(self.phase == 0, "dispatch", "result"),
-                    "producer_id": pd.Series(self.producer_id, dtype=object),
-                    "attempt": self.attempt,
-                    "message_id": pd.Series(self.message_id, dtype=object),
-                }
-            ),
-        )
+        out.add("fault_items", self._fault_items(cluster))
         n = len(self.key)
         pair = self.pair
         order = np.arange(n, dtype=np.float64)
@@ -422,6 +396,46 @@ class ScopeTables:
         for key in self.init:
             self._store(key, by_key.get(key, {}), clock_end, keyed)
         return emit(self.scope, cluster, self.profiles.__getitem__, keyed, out)
+
+    def _fault_items(self, cluster: str) -> pa.Table:
+        """A row per update, the sends' own texts taken from their Arrow columns."""
+        n, row = len(self.key), pa.array(self.row)
+        lines = {p.name: p.line for p in self.profiles.values()}
+        codes, names = pd.factorize(self.profile_name)
+        line5 = np.array([lines[n] == "5" for n in names], dtype=bool)[codes]
+
+        def sent(column: str) -> pa.Array:
+            return pa.array(self.sends[column], pa.large_string(), from_pandas=True).take(row)
+
+        def constant(value: str) -> pa.Array:
+            return pa.nulls(n, pa.string()).fill_null(value)
+
+        def texts(codes: np.ndarray, names: Any) -> pa.Array:
+            return pa.DictionaryArray.from_arrays(codes.astype(np.int32), list(names)).cast(
+                pa.string()
+            )
+
+        columns = {
+            "scope": constant(self.scope),
+            "scope_key": constant(cluster) if self.scope == CLUSTER else sent("producer_id"),
+            "cluster": constant(cluster),
+            "broker_name": sent("broker_name"),
+            "event_id": sent("event_id"),
+            "event_time": self.time,
+            "latency_ms": self.latency,
+            "isolation": self.isolation,
+            "reachable": np.where(line5, self.reachable, True),
+            "not_available_ms": self.dur,
+            "available_from": self.start,
+            "profile": texts(codes, names),
+            "outcome": sent("outcome"),
+            "phase": texts(self.phase, ["dispatch", "result"]),
+            "producer_id": sent("producer_id"),
+            "attempt": self.sends["attempt"].to_numpy(np.int64)[self.row],
+            "message_id": sent("message_id"),
+        }
+        schema = TABLES["fault_items"]
+        return pa.table([pa.array(columns[f.name]).cast(f.type) for f in schema], schema=schema)
 
     def _store(self, key: str, last: dict[str, Item], clock_end: int, decisions: list[Any]) -> None:
         """The key's items after the batch, in the table's iteration order; isolations of
