@@ -39,16 +39,22 @@ def _report_flags(profile: Profile, outcome: str, mode: str) -> tuple[tuple[int,
     return _FLAG_CACHE[key]
 
 
-def report_rows(
-    sends: pd.DataFrame, profile_names: pd.Series, config: EngineConfig
-) -> pd.DataFrame:
+def _codes(column: pd.Series) -> tuple[np.ndarray, list[Any]]:
+    """Each value's code and the values, read off the column's Arrow buffers."""
+    encoded = pa.array(column, from_pandas=True).dictionary_encode()
+    return encoded.indices.to_numpy().astype(np.int64), encoded.dictionary.to_pylist()
+
+
+def report_rows(sends: pd.DataFrame, profile: str | None, config: EngineConfig) -> pd.DataFrame:
     """One row per updateFaultItem call, sorted by (time, event_id, phase): ``sends`` are
-    admitted events, in that order already (:func:`udfs.engine._admission.admit`). ``row`` is
-    the send's position in ``sends``."""
-    profile = profile_names.to_numpy(object)
-    outcome = sends["outcome"].to_numpy(object)
-    mode = sends["mode"].to_numpy(object)
-    codes, names = zip(*(pd.factorize(c) for c in (profile, outcome, mode)), strict=True)
+    admitted events, in that order already (:func:`udfs.engine._admission.admit`). Each send
+    follows ``profile``, or its own ``client_profile`` with None. ``row`` is the send's position
+    in ``sends``."""
+    if profile is None:
+        profiles = _codes(sends["client_profile"])
+    else:
+        profiles = (np.zeros(len(sends), dtype=np.int64), [profile])
+    codes, names = zip(profiles, _codes(sends["outcome"]), _codes(sends["mode"]), strict=True)
     width = np.array([len(n) for n in names], dtype=np.int64)
     combo, combos = pd.factorize((codes[0] * width[1] + codes[1]) * width[2] + codes[2])
     flags = [
@@ -77,8 +83,8 @@ def report_rows(
             "latency": np.where(phase == 0, 0, sends["latency_ms"].to_numpy(np.int64)[row]),
             "isolation": isolation.astype(bool),
             "reachable": reachable.astype(bool),
-            "outcome": pd.Series(outcome[row], dtype=object),
-            "profile": pd.Series(profile[row], dtype=object),
+            "outcome": pd.Series(np.array(names[1], dtype=object)[codes[1][row]], dtype=object),
+            "profile": pd.Series(np.array(names[0], dtype=object)[codes[0][row]], dtype=object),
             "row": row,
         }
     )
@@ -211,6 +217,7 @@ class ScopeTables:
         brokers = rows["broker"].to_numpy(object)
         broker_codes, broker_names = pd.factorize(brokers, use_na_sentinel=False)
         width = max(len(broker_names), 1)
+        # (key, broker) pairs, from each side's codes: any character may be in either name
         pair, pairs = pd.factorize(key_codes.astype(np.int64) * width + broker_codes)
         # when each (key, broker) pair's FaultItem was last updated, looked up once per pair
         updated = np.array(
@@ -225,7 +232,13 @@ class ScopeTables:
         t = rows["time"].to_numpy(np.int64)
         fresh = t >= updated
         self.stale = int((~fresh).sum())
-        self.key = keys[fresh]
+        if self.stale:  # the pairs numbered again, in the order the fresh rows meet them
+            pair, kept = pd.factorize(pair[fresh])
+            pairs = pairs[kept]
+            key_codes = key_codes[fresh]
+        self.pair = pair
+        self.pairs = [[key_names[c // width], broker_names[c % width]] for c in pairs.tolist()]
+        self._key_codes, self._key_names = key_codes, key_names
         self.broker = brokers[fresh]
         self.time = t[fresh]
         self.event_id = rows["event_id"].to_numpy(object)[fresh]
@@ -235,16 +248,8 @@ class ScopeTables:
         self.reachable = rows["reachable"].to_numpy(bool)[fresh]
         self.outcome = rows["outcome"].to_numpy(object)[fresh]
         self.sends, self.row = sends, rows["row"].to_numpy(np.int64)[fresh]
-        n = len(self.key)
-        codes, names = pd.factorize(self.key)
-        self.profile_name = np.array([profiles[k].name for k in names], dtype=object)[codes]
-        # (key, broker) pairs, from each side's codes: any character may be in either name
-        keys, key_names = pd.factorize(self.key)
-        self._key_codes, self._key_names = keys, key_names
-        brokers, broker_names = pd.factorize(self.broker)
-        width = max(len(broker_names), 1)
-        self.pair, codes = pd.factorize(keys.astype(np.int64) * width + brokers)
-        self.pairs = [[key_names[c // width], broker_names[c % width]] for c in codes.tolist()]
+        n = len(self.time)
+        self.profile_name = np.array([profiles[k].name for k in key_names], dtype=object)[key_codes]
         init_items = [self.init[k].get(b) for k, b in self.pairs]
         self.init_start = np.array(
             [it.start if it is not None else NO_ITEM for it in init_items], dtype=np.int64
@@ -334,7 +339,7 @@ class ScopeTables:
         """Emit fault_items and broker_decisions; store the tables; return each key's
         availability changes for the routing table."""
         out.add("fault_items", self._fault_items(cluster))
-        n = len(self.key)
+        n = len(self.time)
         pair = self.pair
         order = np.arange(n, dtype=np.float64)
         removal = np.zeros(n, dtype=bool)
@@ -399,7 +404,7 @@ class ScopeTables:
 
     def _fault_items(self, cluster: str) -> pa.Table:
         """A row per update, the sends' own texts taken from their Arrow columns."""
-        n, row = len(self.key), pa.array(self.row)
+        n, row = len(self.time), pa.array(self.row)
         lines = {p.name: p.line for p in self.profiles.values()}
         codes, names = pd.factorize(self.profile_name)
         line5 = np.array([lines[n] == "5" for n in names], dtype=bool)[codes]
