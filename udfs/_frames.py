@@ -7,6 +7,7 @@ from collections import namedtuple
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 
@@ -20,6 +21,12 @@ def tuples(frame: pd.DataFrame, columns: Sequence[str] | None = None) -> Iterabl
         return ()
     names = tuple(frame.columns if columns is None else columns)
     return map(_row(names)._make, zip(*(frame[c].tolist() for c in names), strict=True))
+
+
+def where(frame: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
+    """``frame[mask]``, or the frame itself when the mask keeps every row: a filter copies
+    every column, at a few milliseconds each for Arrow's texts in a large batch."""
+    return frame if mask.all() else frame[mask]
 
 
 @functools.lru_cache(maxsize=64)

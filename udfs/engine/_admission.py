@@ -78,7 +78,7 @@ def arrival_order(events: pd.DataFrame) -> np.ndarray:
     return order
 
 
-_RECORD_COLUMNS = ("raw", "origin", "reason_code", "reason")
+RECORD_COLUMNS = ("raw", "origin", "reason_code", "reason")
 """What only quarantine and late_events keep of a record; the rest of the engine goes without."""
 
 
@@ -134,7 +134,7 @@ def admit(
         out.stats["quarantined"] += int(future.sum())
     out.stats["duplicates"] += int(repeated.sum())
     keep = candidates & ~repeated
-    columns = [c for c in events.columns if c not in _RECORD_COLUMNS]
+    columns = [c for c in events.columns if c not in RECORD_COLUMNS]
     admitted = _integers(events[columns].take(order[keep]).reset_index(drop=True))
     if len(admitted):
         admitted_t = t[keep]

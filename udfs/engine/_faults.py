@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from udfs._frames import tuples
+from udfs._frames import tuples, where
 from udfs.engine._config import CLUSTER, EngineConfig
 from udfs.engine._output import Out
 from udfs.engine._state import Item, State, Table
@@ -52,7 +52,7 @@ def open_tables(
         profile: str | None = config.cluster_profile
         chosen = sends
     else:
-        chosen = sends[sends["latency_fault_enable"].to_numpy(bool)]
+        chosen = where(sends, sends["latency_fault_enable"].to_numpy(bool))
         profile = None  # each producer's own
         firsts = chosen.drop_duplicates(["producer_id", "topic"])
         columns = ("producer_id", "topic", "event_time", "event_id")

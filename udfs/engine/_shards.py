@@ -40,7 +40,7 @@ class Shard:
     def owns(self, producer_id: str) -> bool:
         return self.count == 1 or owner(producer_id, self.count) == self.index
 
-    def mask(self, producer_ids: np.ndarray) -> np.ndarray:
+    def mask(self, producer_ids: np.ndarray | pd.Series) -> np.ndarray:
         """Which of these producers this shard owns."""
         if self.count == 1:
             return np.ones(len(producer_ids), dtype=bool)
