@@ -102,11 +102,7 @@ class _Table:
         self.tstate = scope.tstates[key]
         self.profile = scope.profiles[key]
         self.init = scope.init[key]
-        brokers = scope.broker[positions]
-        by: dict[str, list[int]] = {}
-        for b, p in zip(brokers.tolist(), positions.tolist(), strict=True):
-            by.setdefault(b, []).append(p)
-        self.by_broker = {b: np.asarray(p, dtype=np.int64) for b, p in by.items()}
+        self.by_broker = _grouped(scope.broker_codes[positions], scope.broker_code_names, positions)
         self.order = _ConcurrentHashMapOrder(
             self.tstate.cap, [it.broker for it in self.tstate.items]
         )
@@ -189,6 +185,18 @@ class _Table:
         return self.order
 
 
+def _grouped(codes: np.ndarray, names: Any, positions: np.ndarray) -> dict[str, np.ndarray]:
+    """The ``positions`` of each name, in order: ``codes`` gives each position's name."""
+    order = np.argsort(codes, kind="stable")
+    codes = codes[order]
+    bounds = [0, *(np.flatnonzero(codes[1:] != codes[:-1]) + 1).tolist(), len(codes)]
+    return {
+        str(names[codes[a]]): positions[order[a:b]]
+        for a, b in itertools.pairwise(bounds)
+        if b > a  # none: no codes
+    }
+
+
 Change = tuple[int, int, str, str, str, int | None]
 """An availability change for the routing table: (time, order, event_id, broker, decision,
 until)."""
@@ -240,6 +248,7 @@ class ScopeTables:
         self.pairs = [[key_names[c // width], broker_names[c % width]] for c in pairs.tolist()]
         self._key_codes, self._key_names = key_codes, key_names
         self.broker = brokers[fresh]
+        self.broker_codes, self.broker_code_names = broker_codes[fresh], broker_names
         self.time = t[fresh]
         self.event_id = rows["event_id"].to_numpy(object)[fresh]
         self.phase = rows["phase"].to_numpy(np.int8)[fresh]
@@ -287,16 +296,9 @@ class ScopeTables:
         self._results: dict[str, int] | None = None
 
     def positions(self, key: str) -> np.ndarray:
-        if self._positions is None:  # each key's rows, in order
-            order = np.argsort(self._key_codes, kind="stable")
-            codes = self._key_codes[order]
-            cuts = np.flatnonzero(codes[1:] != codes[:-1]) + 1
-            bounds = [0, *cuts.tolist(), len(codes)]
-            self._positions = {
-                str(self._key_names[codes[a]]): order[a:b]
-                for a, b in itertools.pairwise(bounds)
-                if b > a
-            }
+        if self._positions is None:
+            rows = np.arange(len(self._key_codes))
+            self._positions = _grouped(self._key_codes, self._key_names, rows)
         return self._positions.get(key, np.zeros(0, dtype=np.int64))
 
     @property
