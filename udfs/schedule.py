@@ -146,7 +146,9 @@ class Schedule:
     def send_failures(self, failed: pd.DataFrame) -> None:
         """Sends after which the producer gave up."""
         r: Any
-        for r in tuples(failed):
+        columns = ("redelivery_count", "producer_group", "message_id", "event_id", "event_time",
+                   "client_profile", "topic")  # fmt: skip
+        for r in tuples(failed, columns):
             count = _int(r.redelivery_count, 0)
             group = _text(r.producer_group, DEFAULT_PRODUCER_GROUP)
             message_id = _text(r.message_id, str(r.event_id))
@@ -169,7 +171,9 @@ class Schedule:
     def delayed_sends(self, stored: pd.DataFrame) -> None:
         """Stored sends that asked for a delay level: the store redirects them."""
         r: Any
-        for r in tuples(stored):
+        columns = ("delay_level", "message_id", "event_id", "event_time", "producer_group",
+                   "client_profile", "topic", "queue_id")  # fmt: skip
+        for r in tuples(stored, columns):
             redirect = schedule_redirect(int(r.delay_level), self.policy.levels)
             if not redirect.delayed:
                 continue
@@ -190,7 +194,10 @@ class Schedule:
         """``RECONSUME_LATER``: the consumer's send-back, the broker's way."""
         r: Any
         backs: dict[tuple[Any, ...], Any] = {}  # many messages share their send-back's inputs
-        for r in tuples(retries):
+        columns = ("client_profile", "consumer_group", "reconsume_times", "delay_level",
+                   "max_reconsume_times", "event_time", "event_id", "message_id",
+                   "origin_message_id")  # fmt: skip
+        for r in tuples(retries, columns):
             profile = self.profile_of(r.client_profile)
             group = str(r.consumer_group)
             args = (
