@@ -146,11 +146,11 @@ class _Table:
         """Apply this key's rows after ``_cursor`` up to ``pos``: the last one of each broker."""
         lo = int(np.searchsorted(self.positions, self._cursor, side="right"))
         hi = int(np.searchsorted(self.positions, pos, side="right"))
-        rows = self.positions[lo:hi].tolist()
-        brokers = self.scope.broker_names
-        last = dict(zip([brokers[r] for r in rows], rows, strict=True))  # a broker's last row
-        for broker, row in last.items():
-            self._current[broker] = self._item(row)
+        rows = self.positions[lo:hi]
+        codes, at = np.unique(self.scope.broker_codes[rows][::-1], return_index=True)
+        names = self.scope.broker_code_names
+        for code, row in zip(codes.tolist(), rows[len(rows) - 1 - at].tolist(), strict=True):
+            self._current[names[code]] = self._item(row)  # the broker's last row
         self._cursor = pos
 
     def snapshot(self, pos: int, rng: random.Random) -> FaultTable:
@@ -300,10 +300,6 @@ class ScopeTables:
             rows = np.arange(len(self._key_codes))
             self._positions = _grouped(self._key_codes, self._key_names, rows)
         return self._positions.get(key, np.zeros(0, dtype=np.int64))
-
-    @property
-    def broker_names(self) -> list[str]:
-        return self._item_columns()[0]
 
     def item_fields(self, row: int) -> tuple[str, int, int, bool, int]:
         """The fields of the FaultItem row ``row`` leaves (``FaultItem``'s first five)."""
@@ -465,8 +461,8 @@ class ScopeTables:
         """The order of a table no routing decision read, after the brokers it meets for the
         first time joined it where they first appear (as :class:`_Table` would), and its
         capacity."""
-        brokers = self.broker_names
-        met = dict.fromkeys(brokers[r] for r in self.positions(key).tolist())  # in row order
+        codes, first = np.unique(self.broker_codes[self.positions(key)], return_index=True)
+        met = [self.broker_code_names[c] for c in codes[np.argsort(first)].tolist()]  # in order
         init = self.init[key]
         order = _ConcurrentHashMapOrder(tstate.cap, [it.broker for it in tstate.items])
         size = len(tstate.items)
