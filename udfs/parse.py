@@ -528,6 +528,22 @@ def _np(array: Any, fill: Any) -> np.ndarray:
     return out
 
 
+class _Kinds:
+    """Each record's kind, by code: comparing codes costs a tenth of comparing the texts."""
+
+    def __init__(self, kinds: pa.ChunkedArray) -> None:
+        encoded = kinds.combine_chunks().dictionary_encode()
+        self.codes = encoded.indices.to_numpy(zero_copy_only=False)
+        self.names: list[str] = encoded.dictionary.to_pylist()
+
+    def of(self, *kinds: str) -> np.ndarray:
+        """Which records are of one of these kinds."""
+        return np.isin(self.codes, [self.names.index(k) for k in kinds if k in self.names])
+
+    def name(self, i: int) -> str:
+        return self.names[self.codes[i]]
+
+
 def _validate(
     n: int,
     parts: list[tuple[np.ndarray, pa.Table]],
@@ -558,7 +574,8 @@ def _validate(
     for i, b in zip(routes.tolist(), route_lists, strict=True):
         if None in b:  # [null]: not a broker, as the lenient path finds too
             wrong[i] = sorted([*wrong.get(i, []), "brokers"], key=TYPED_FIELDS.index)
-    kind = _np(t.column("kind"), "send_result").astype(object)
+    kinds = pc.fill_null(t.column("kind"), "send_result")
+    kind = _Kinds(kinds)
     code = np.full(n, None, dtype=object)
     reason = np.full(n, None, dtype=object)
     unjudged = np.ones(n, dtype=bool)
@@ -587,9 +604,9 @@ def _validate(
     typed_wrong[[i for i, w in wrong.items() if w]] = True
     check(typed_wrong, "WRONG_TYPE", lambda i: "wrong type for " + ", ".join(wrong[i]))
     check(
-        ~np.isin(kind, list(REQUIRED)),
+        ~kind.of(*REQUIRED),
         "UNKNOWN_KIND",
-        lambda i: f"kind {kind[i]} is not one of {', '.join(REQUIRED)}",
+        lambda i: f"kind {kind.name(i)} is not one of {', '.join(REQUIRED)}",
     )
     given = {  # a required text that is empty is missing: an event_id "" names no event
         f: present[f] & _np(pc.not_equal(t.column(f), ""), True) if f in _STRING else present[f]
@@ -597,7 +614,7 @@ def _validate(
     }
     need = {f: ~given[f] for f in ("event_id", "event_time")}
     for k, fields in REQUIRED.items():
-        of_kind = kind == k
+        of_kind = kind.of(k)
         for f in fields:
             need[f] = need.get(f, np.zeros(n, dtype=bool)) | of_kind & ~given[f]
     check(
@@ -618,7 +635,7 @@ def _validate(
             "outcome",
             "UNKNOWN_OUTCOME",
             [o.value for o in Outcome],
-            kind == "send_result",
+            kind.of("send_result"),
             "is not a RocketMQ send outcome",
         ),
         (
@@ -633,21 +650,21 @@ def _validate(
             "status",
             "UNKNOWN_STATUS",
             ["CONSUME_SUCCESS", "RECONSUME_LATER"],
-            kind == "consume_result",
+            kind.of("consume_result"),
             "is not CONSUME_SUCCESS or RECONSUME_LATER",
         ),
         (
             "transaction",
             "UNKNOWN_TRANSACTION",
             ["PREPARED"],
-            kind == "send_result",
+            kind.of("send_result"),
             "is not PREPARED (a transactional half message)",
         ),
         (
             "local_state",
             "UNKNOWN_LOCAL_STATE",
             [s.value for s in LocalTransactionState],
-            np.isin(kind, ["transaction_end", "transaction_check"]),
+            kind.of("transaction_end", "transaction_check"),
             f"is not one of {', '.join(s.value for s in LocalTransactionState)}",
         ),
     ):
@@ -674,13 +691,14 @@ def _validate(
         "attempt, max_attempts, queue_id, reconsume_times, redelivery_count, check_immunity_s or "
         "check_times out of range",
     )
-    prepared = (kind == "send_result") & _np(pc.equal(t.column("transaction"), "PREPARED"), False)
-    mode = _np(t.column("mode"), "SYNC").astype(object)
+    prepared = kind.of("send_result") & _np(pc.equal(t.column("transaction"), "PREPARED"), False)
+    mode = pc.fill_null(t.column("mode"), "SYNC")
     check(
-        prepared & (mode != "SYNC"),
+        prepared & _np(pc.not_equal(mode, "SYNC"), False),
         "INVALID_TRANSACTION",
         lambda i: (
-            f"a transactional half message is sent SYNC (sendMessageInTransaction), not {mode[i]}"
+            "a transactional half message is sent SYNC (sendMessageInTransaction), not "
+            f"{mode[i].as_py()}"
         ),
     )
     check(
@@ -696,7 +714,7 @@ def _validate(
         brokers_json[i] = json.dumps(
             [{k: v for k, v in x.items() if v is not None} for x in b], separators=(",", ":")
         )
-        invalid_route[i] = kind[i] == "route" and any(
+        invalid_route[i] = kind.name(i) == "route" and any(
             x["broker_name"] is None or (x["write_queue_nums"] or 0) <= 0 for x in b
         )
     check(
@@ -706,7 +724,7 @@ def _validate(
         {name: t.column(name) for name in (*STRING_FIELDS, "event_time", "latency_fault_enable")}
     )
     columns.update(
-        kind=pc.fill_null(t.column("kind"), "send_result"),
+        kind=kinds,
         cluster=pc.fill_null(t.column("cluster"), "default"),
         brokers_json=brokers_json,
         raw=records,
