@@ -147,9 +147,9 @@ class _Table:
         lo = int(np.searchsorted(self.positions, self._cursor, side="right"))
         hi = int(np.searchsorted(self.positions, pos, side="right"))
         rows = self.positions[lo:hi]
-        codes, at = np.unique(self.scope.broker_codes[rows][::-1], return_index=True)
+        codes = self.scope.broker_codes[rows].tolist()
         names = self.scope.broker_code_names
-        for code, row in zip(codes.tolist(), rows[len(rows) - 1 - at].tolist(), strict=True):
+        for code, row in dict(zip(codes, rows.tolist(), strict=True)).items():
             self._current[names[code]] = self._item(row)  # the broker's last row
         self._cursor = pos
 
