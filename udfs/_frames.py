@@ -1,4 +1,4 @@
-"""Rows of a pandas frame for the few Python loops of the engine."""
+"""Rows of a pandas frame for the few Python loops of the engine, and columns as codes."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 
 def tuples(frame: pd.DataFrame, columns: Sequence[str] | None = None) -> Iterable[Any]:
@@ -27,6 +28,18 @@ def where(frame: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
     """``frame[mask]``, or the frame itself when the mask keeps every row: a filter copies
     every column, at a few milliseconds each for Arrow's texts in a large batch."""
     return frame if mask.all() else frame[mask]
+
+
+def codes(values: pd.Series | pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, list[Any]]:
+    """Each value's code and the distinct values, by Arrow's dictionary encoding: comparing and
+    grouping codes costs a tenth of doing it on the texts."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    elif not isinstance(values, pa.Array):
+        values = pa.array(values, from_pandas=True)
+    encoded = values.dictionary_encode()
+    indices = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    return indices, encoded.dictionary.to_pylist()
 
 
 @functools.lru_cache(maxsize=64)

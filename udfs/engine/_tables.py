@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from udfs._frames import codes
 from udfs.engine._config import CLUSTER, NO_ITEM, EngineConfig
 from udfs.engine._output import Out
 from udfs.engine._state import Item, Table
@@ -39,24 +40,18 @@ def _report_flags(profile: Profile, outcome: str, mode: str) -> tuple[tuple[int,
     return _FLAG_CACHE[key]
 
 
-def _codes(column: pd.Series) -> tuple[np.ndarray, list[Any]]:
-    """Each value's code and the values, read off the column's Arrow buffers."""
-    encoded = pa.array(column, from_pandas=True).dictionary_encode()
-    return encoded.indices.to_numpy().astype(np.int64), encoded.dictionary.to_pylist()
-
-
 def report_rows(sends: pd.DataFrame, profile: str | None, config: EngineConfig) -> pd.DataFrame:
     """One row per updateFaultItem call, sorted by (time, event_id, phase): ``sends`` are
     admitted events, in that order already (:func:`udfs.engine._admission.admit`). Each send
     follows ``profile``, or its own ``client_profile`` with None. ``row`` is the send's position
     in ``sends``."""
     if profile is None:
-        profiles = _codes(sends["client_profile"])
+        profiles = codes(sends["client_profile"])
     else:
         profiles = (np.zeros(len(sends), dtype=np.int64), [profile])
-    codes, names = zip(profiles, _codes(sends["outcome"]), _codes(sends["mode"]), strict=True)
+    coded, names = zip(profiles, codes(sends["outcome"]), codes(sends["mode"]), strict=True)
     width = np.array([len(n) for n in names], dtype=np.int64)
-    combo, combos = pd.factorize((codes[0] * width[1] + codes[1]) * width[2] + codes[2])
+    combo, combos = pd.factorize((coded[0] * width[1] + coded[1]) * width[2] + coded[2])
     flags = [
         _report_flags(
             config.profile(names[0][c // (width[1] * width[2])]),
@@ -83,8 +78,8 @@ def report_rows(sends: pd.DataFrame, profile: str | None, config: EngineConfig) 
             "latency": np.where(phase == 0, 0, sends["latency_ms"].to_numpy(np.int64)[row]),
             "isolation": isolation.astype(bool),
             "reachable": reachable.astype(bool),
-            "outcome": pd.Series(np.array(names[1], dtype=object)[codes[1][row]], dtype=object),
-            "profile": pd.Series(np.array(names[0], dtype=object)[codes[0][row]], dtype=object),
+            "outcome": pd.Series(np.array(names[1], dtype=object)[coded[1][row]], dtype=object),
+            "profile": pd.Series(np.array(names[0], dtype=object)[coded[0][row]], dtype=object),
             "row": row,
         }
     )
@@ -405,7 +400,7 @@ class ScopeTables:
         n, row = len(self.time), pa.array(self.row)
         lines = {p.name: p.line for p in self.profiles.values()}
         codes, names = pd.factorize(self.profile_name)
-        line5 = np.array([lines[n] == "5" for n in names], dtype=bool)[codes]
+        line5 = np.array([lines[name] == "5" for name in names], dtype=bool)[codes]
 
         def sent(column: str) -> pa.Array:
             return pa.array(self.sends[column], pa.large_string(), from_pandas=True).take(row)
