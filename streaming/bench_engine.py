@@ -60,7 +60,7 @@ class _LeadAlone(engine.Shard):
     def owns(self, producer_id: str) -> bool:
         return False
 
-    def mask(self, producer_ids: np.ndarray) -> np.ndarray:
+    def mask(self, producer_ids: np.ndarray | pd.Series) -> np.ndarray:
         return np.zeros(len(producer_ids), dtype=bool)
 
 

@@ -540,7 +540,7 @@ class _Kinds:
         return np.isin(self.codes, [self.names.index(k) for k in kinds if k in self.names])
 
     def name(self, i: int) -> str:
-        return self.names[self.codes[i]]
+        return str(self.names[self.codes[i]])
 
 
 def _validate(

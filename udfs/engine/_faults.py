@@ -49,11 +49,11 @@ def open_tables(
         # the cluster's table exists from its first event, so that its routing table is
         # published from the first route on, whichever batch the first send falls in
         _tstate(state, scope, cluster).profile = config.cluster_profile
-        profile: str | None = config.cluster_profile
+        followed: str | None = config.cluster_profile
         chosen = sends
     else:
         chosen = where(sends, sends["latency_fault_enable"].to_numpy(bool))
-        profile = None  # each producer's own
+        followed = None  # each producer's own
         firsts = chosen.drop_duplicates(["producer_id", "topic"])
         columns = ("producer_id", "topic", "event_time", "event_id")
         for pid, topic, t, eid in tuples(firsts, columns):
@@ -63,7 +63,7 @@ def open_tables(
                 opened.new_topics.setdefault(str(pid), {})[topic] = (int(t), str(eid))
     if len(chosen) == 0:
         return opened
-    rows = report_rows(chosen, profile, config)
+    rows = report_rows(chosen, followed, config)
     rows["key"] = (
         cluster
         if scope == CLUSTER

@@ -49,7 +49,9 @@ def report_rows(sends: pd.DataFrame, profile: str | None, config: EngineConfig) 
         profiles = codes(sends["client_profile"])
     else:
         profiles = (np.zeros(len(sends), dtype=np.int64), [profile])
-    coded, names = zip(profiles, codes(sends["outcome"]), codes(sends["mode"]), strict=True)
+    outcomes, modes = codes(sends["outcome"]), codes(sends["mode"])
+    coded = (profiles[0], outcomes[0], modes[0])
+    names = (profiles[1], outcomes[1], modes[1])
     width = np.array([len(n) for n in names], dtype=np.int64)
     combo, combos = pd.factorize((coded[0] * width[1] + coded[1]) * width[2] + coded[2])
     flags = [
@@ -243,7 +245,8 @@ class ScopeTables:
         self.pairs = [[key_names[c // width], broker_names[c % width]] for c in pairs.tolist()]
         self._key_codes, self._key_names = key_codes, key_names
         self.broker = brokers[fresh]
-        self.broker_codes, self.broker_code_names = broker_codes[fresh], broker_names
+        self.broker_codes = broker_codes[fresh]
+        self.broker_code_names: list[str] = broker_names.tolist()
         self.time = t[fresh]
         self.event_id = rows["event_id"].to_numpy(object)[fresh]
         self.phase = rows["phase"].to_numpy(np.int8)[fresh]
@@ -456,8 +459,10 @@ class ScopeTables:
         """The order of a table no routing decision read, after the brokers it meets for the
         first time joined it where they first appear (as :class:`_Table` would), and its
         capacity."""
-        codes, first = np.unique(self.broker_codes[self.positions(key)], return_index=True)
-        met = [self.broker_code_names[c] for c in codes[np.argsort(first)].tolist()]  # in order
+        met = [  # in row order
+            self.broker_code_names[c]
+            for c in dict.fromkeys(self.broker_codes[self.positions(key)].tolist())
+        ]
         init = self.init[key]
         order = _ConcurrentHashMapOrder(tstate.cap, [it.broker for it in tstate.items])
         size = len(tstate.items)
