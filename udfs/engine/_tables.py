@@ -45,6 +45,8 @@ def report_rows(sends: pd.DataFrame, profile: str | None, config: EngineConfig) 
     admitted events, in that order already (:func:`udfs.engine._admission.admit`). Each send
     follows ``profile``, or its own ``client_profile`` with None. ``row`` is the send's position
     in ``sends``."""
+    times = sends["event_time"].to_numpy(np.int64)
+    assert (np.diff(times) >= 0).all(), "sends in event-time order"
     if profile is None:
         profiles = codes(sends["client_profile"])
     else:
@@ -73,7 +75,7 @@ def report_rows(sends: pd.DataFrame, profile: str | None, config: EngineConfig) 
     # the tables would then depend on where batches are cut
     return pd.DataFrame(
         {
-            "time": sends["event_time"].to_numpy(np.int64)[row],
+            "time": times[row],
             "event_id": pd.Series(sends["event_id"].to_numpy(object)[row], dtype=object),
             "phase": phase.astype(np.int8),
             "broker": pd.Series(sends["broker_name"].to_numpy(object)[row], dtype=object),
