@@ -575,6 +575,7 @@ def _validate(
             wrong[i] = sorted([*wrong.get(i, []), "brokers"], key=TYPED_FIELDS.index)
     kinds = pc.fill_null(t.column("kind"), "send_result")
     kind = _Kinds(kinds)
+    sent = kind.of("send_result")
     code = np.full(n, None, dtype=object)
     reason = np.full(n, None, dtype=object)
     unjudged = np.ones(n, dtype=bool)
@@ -634,7 +635,7 @@ def _validate(
             "outcome",
             "UNKNOWN_OUTCOME",
             [o.value for o in Outcome],
-            kind.of("send_result"),
+            sent,
             "is not a RocketMQ send outcome",
         ),
         (
@@ -656,7 +657,7 @@ def _validate(
             "transaction",
             "UNKNOWN_TRANSACTION",
             ["PREPARED"],
-            kind.of("send_result"),
+            sent,
             "is not PREPARED (a transactional half message)",
         ),
         (
@@ -690,7 +691,7 @@ def _validate(
         "attempt, max_attempts, queue_id, reconsume_times, redelivery_count, check_immunity_s or "
         "check_times out of range",
     )
-    prepared = kind.of("send_result") & _np(pc.equal(t.column("transaction"), "PREPARED"), False)
+    prepared = sent & _np(pc.equal(t.column("transaction"), "PREPARED"), False)
     mode = pc.fill_null(t.column("mode"), "SYNC")
     check(
         prepared & _np(pc.not_equal(mode, "SYNC"), False),
