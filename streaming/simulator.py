@@ -395,7 +395,8 @@ def _produce(
     faultline sends it to the DLQ; resends go on after the traffic stops. A ``faultline``
     producer yields a :class:`_Wait` before each pick and then avoids what ``loop``'s view
     isolates at that instant. With fault-aware release in ``loop``'s configuration, a message is
-    sent again only once faultline has released it, onto the broker the release names.
+    sent again only once faultline has released it, onto the broker the release names unless the
+    producer's own FaultTable (its switch on) isolates that broker then.
 
     A transactional producer's message is a half message: one that fails is not sent again (the
     call throws), one the broker stored goes to ``halves`` with its end, after the local
