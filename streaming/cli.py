@@ -72,7 +72,18 @@ def _parser() -> argparse.ArgumentParser:
         "evaluate", help="run a scenario's incidents under each way of picking queues"
     )
     ev.add_argument("--scenario", default="default", help="conf/scenarios/NAME.yaml or a path")
-    ev.add_argument("--delay", help="from a decision to producers acting on it (the scenario's)")
+    ev.add_argument(
+        "--delay",
+        help="from a decision to producers acting on it (the scenario's); a list "
+        "(500ms,1s,2s,4s) prints the sweep",
+    )
+    ev.add_argument("--plot", metavar="FILE.png", help="draw the figures against the delay")
+    ev.add_argument(
+        "--jobs",
+        type=int,
+        default=len(os.sched_getaffinity(0)),
+        help="runs side by side (default: this machine's cores)",
+    )
     ev.add_argument("--config", help="YAML settings (default conf/faultline.yaml)")
     mt = commands.add_parser(
         "maintain", help="compact, checkpoint and vacuum a job's Delta tables (safe while it runs)"

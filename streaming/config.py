@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from datetime import datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -40,17 +41,20 @@ DEFAULT_CONFIG = CONF_DIR / "faultline.yaml"
 SCENARIO_DIR = CONF_DIR / "scenarios"
 
 _UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-_DURATION = re.compile(r"(\d+)(ms|s|m|h|d)")
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 
 
 def _duration(value: Any) -> Any:
+    """A duration in ms: ``500ms``, ``0.5s``, ``2m``, or a whole number of ms."""
     if isinstance(value, str):
         match = _DURATION.fullmatch(value.strip())
-        if not match:
+        ms = Decimal(match.group(1)) * _UNITS[match.group(2)] if match else None
+        if ms is None or ms != ms.to_integral_value():
             raise ValueError(
-                "a duration is a whole number of ms, or a number with ms, s, m, h or d"
+                "a duration is a whole number of ms, or a number with ms, s, m, h or d "
+                "that makes whole ms"
             )
-        return int(match.group(1)) * _UNITS[match.group(2)]
+        return int(ms)
     return value
 
 
@@ -294,22 +298,25 @@ Share = Annotated[float, Field(gt=0, lt=1)]
 
 
 class PoliciesConfig(_Strict):
-    """faultline's own rules over the cluster scope's decisions, each off while its first key
-    is null (``udfs.engine._policies``)."""
+    """faultline's own rules over the cluster scope's decisions (``udfs.engine._policies``): on
+    by default, each off while its first key is null, and all of them off with ``enabled:
+    false`` (RocketMQ's rules alone)."""
 
-    isolation_cap: Share | None = None
+    enabled: bool = True
+    """False: every policy below is off, whatever its value: the decisions are RocketMQ's."""
+    isolation_cap: Share | None = 0.5
     """At most this share of a topic's writable brokers isolated at once (0.5: half)."""
-    latency_outlier_factor: Annotated[float, Field(gt=1)] | None = None
+    latency_outlier_factor: Annotated[float, Field(gt=1)] | None = 3.0
     """Isolate a broker whose mean latency over a window is this many times its topic's median."""
     latency_outlier_window: Duration = 10_000
     latency_outlier_min_sends: PositiveInt = 5
     latency_outlier_min_latency: Duration = 100
     latency_outlier_isolation: Duration = 30_000
-    recovery_probe_share: Share | None = None
+    recovery_probe_share: Share | None = 0.25
     """A broker whose isolation ends takes this share of the sends for as long as it was
     isolated (at most ``recovery_probe_max``), then all of them."""
-    recovery_probe_max: Duration = 60_000
-    fault_aware_release: bool = False
+    recovery_probe_max: Duration = 10_000
+    fault_aware_release: bool = True
     """A message leaving a delay queue goes onto a broker the cluster scope does not isolate
     then (``redeliveries.broker_name``)."""
     report_queue_swaps: bool = False

@@ -71,7 +71,9 @@ def engine_config(config: JobConfig) -> engine.EngineConfig:
         delays=DelayPolicy(DelayLevels.parse(config.delay_levels), config.max_redeliveries),
         send_msg_timeout_ms=config.send_msg_timeout,
         ignore_spent_budget=config.ignore_spent_budget,
-        policies=engine.Policies(
+        policies=engine.Policies()  # RocketMQ's rules alone
+        if not rules.enabled
+        else engine.Policies(
             isolation_cap=rules.isolation_cap,
             outlier_factor=rules.latency_outlier_factor,
             outlier_window_ms=rules.latency_outlier_window,

@@ -73,8 +73,8 @@ class Record:
     """What the simulated producers did besides their events, for ``faultline evaluate``."""
 
     own: dict[tuple[str, str], list[tuple[int, int, int]]] = field(default_factory=dict)
-    """(producer, broker) -> each update of the producer's own FaultTable that isolates: (when
-    the attempt started, the update's time, the time the broker is available from)."""
+    """(producer, broker) -> each update of the producer's own FaultTable, in order: (when the
+    attempt started, the update's time, the time the broker is available from after it)."""
     dlq: int = 0
     """Messages that faultline sent to the DLQ after their last redelivery failed."""
     swaps: int = 0
@@ -395,7 +395,8 @@ def _produce(
     faultline sends it to the DLQ; resends go on after the traffic stops. A ``faultline``
     producer yields a :class:`_Wait` before each pick and then avoids what ``loop``'s view
     isolates at that instant. With fault-aware release in ``loop``'s configuration, a message is
-    sent again only once faultline has released it, onto the broker the release names.
+    sent again only once faultline has released it, onto the broker the release names unless the
+    producer's own FaultTable (its switch on) isolates that broker then.
 
     A transactional producer's message is a half message: one that fails is not sent again (the
     call throws), one the broker stored goes to ``halves`` with its end, after the local
@@ -488,9 +489,10 @@ def _produce(
                 record.swaps += sum(
                     a.broker_name != b.broker_name for a, b in zip(before, info.queues, strict=True)
                 )
-            if onto is not None and attempt == 0:
-                mine = [q for q in info.queues if q.broker_name == onto]
-                queue = mine[seq % len(mine)] if mine else queue
+            named = [q for q in info.queues if q.broker_name == onto] if attempt == 0 else []
+            if named and (not switch or table.is_available(str(onto), at)):
+                # fault-aware release's broker, unless the producer's own table isolates it
+                queue = named[seq % len(named)]
             elif follow and loop is not None:
                 ticket = zlib.crc32(f"{spec.id}/{seq}".encode())
                 queue = _avoid(
@@ -539,7 +541,7 @@ def _produce(
                         when,
                         report.reachable,
                     )
-                    if record is not None and item is not None and item.start_timestamp > when:
+                    if record is not None and item is not None:
                         key = (spec.id, queue.broker_name)
                         record.own.setdefault(key, []).append((at, when, item.start_timestamp))
             cost += response.latency

@@ -14,8 +14,10 @@ from streaming.config import (
     DEFAULT_CONFIG,
     JobConfig,
     PoliciesConfig,
+    duration_flag,
     load_job_config,
 )
+from udfs.engine import Policies
 from udfs.errors import ConfigError
 
 PROJECT = CONF_DIR.parent
@@ -89,6 +91,16 @@ def test_the_trigger_interval_is_a_duration_above_zero(tmp_path: Path) -> None:
     assert "trigger_interval = '0ms': " in _error(tmp_path, "trigger_interval: 0ms\n")
 
 
+def test_a_duration_may_have_a_fraction_that_makes_whole_ms(tmp_path: Path) -> None:
+    assert load_job_config(None, {"trigger_interval": "0.5s"}).trigger_interval == 500
+    assert duration_flag("--delay", "1.5m") == 90_000
+    message = _error(tmp_path, "trigger_interval: 0.0005s\n")
+    assert message.startswith(f"{tmp_path / 'job.yaml'}: trigger_interval = '0.0005s': ")
+    assert "that makes whole ms" in message
+    with pytest.raises(ConfigError, match="--delay '1,5s': a duration is"):
+        duration_flag("--delay", "1,5s")
+
+
 def test_producers_are_forgotten_only_after_their_longest_isolation(tmp_path: Path) -> None:
     assert JobConfig().evict_silent_producers_after == 3_600_000
     assert (
@@ -115,13 +127,16 @@ def test_a_bad_policy_setting_names_its_key(tmp_path: Path, text: str, shown: st
     assert message.startswith(f"{tmp_path / 'job.yaml'}: {shown}"), message
 
 
-def test_the_shipped_policies_file_turns_every_policy_on() -> None:
+def test_the_policies_are_on_by_default_and_one_setting_turns_them_off() -> None:
     from streaming.evaluate import POLICIES
     from streaming.job import engine_config
 
-    policies = engine_config(load_job_config(CONF_DIR / "policies.yaml")).policies
+    policies = engine_config(load_job_config(None)).policies
     assert None not in (policies.isolation_cap, policies.outlier_factor, policies.probe_share)
-    assert policies.fault_aware_release and policies.report_queue_swaps
-    # the README says `evaluate --config conf/policies.yaml` runs its `faultline + all` row
+    assert policies.fault_aware_release and not policies.report_queue_swaps
+    # the values evaluate's `faultline + <policy>` rows take when the configuration has none
     for setting in POLICIES.values():
         assert {k: getattr(policies, k) for k in setting} == setting
+    # conf/rocketmq-only.yaml: `policies: {enabled: false}`, whatever the other keys say
+    assert engine_config(load_job_config(CONF_DIR / "rocketmq-only.yaml")).policies == Policies()
+    assert load_job_config(CONF_DIR / "rocketmq-only.yaml").policies.isolation_cap == 0.5

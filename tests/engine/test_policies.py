@@ -251,3 +251,30 @@ def test_a_4x_queue_rewritten_to_another_broker_is_reported() -> None:
     first = swaps[0]
     assert first["reason"].startswith("RocketMQ 4.x rewrote queue broker-")
     assert first["reason"].endswith("until the route changes (apache/rocketmq #7779)")
+
+
+def test_the_policies_add_rows_after_rocketmqs_own_and_change_none_of_them() -> None:
+    """The shipped configuration (every policy on) against RocketMQ's rules alone, over the quick
+    scenario: RocketMQ's own decisions and FaultItems are the same rows; the policies' rows come
+    on top."""
+    from streaming.config import load_job_config
+    from streaming.job import engine_config
+
+    shipped = engine_config(load_job_config(None))
+    assert shipped.policies.decisions
+    rules_only = dataclasses.replace(shipped, policies=engine.Policies())
+    tables = {c: _run([QUICK], config) for c, config in (("on", shipped), ("off", rules_only))}
+    policy = {"OUTLIER", "HOLD", "PANIC", "PROBE", "RELEASE", "QUEUE_SWAP"}
+
+    def own(name: str, on: str) -> list[str]:
+        rows = tables[on][name]
+        return sorted(
+            json.dumps(r, sort_keys=True) for r in rows if r.get("decision") not in policy
+        )
+
+    assert own("broker_decisions", "on") == own("broker_decisions", "off")
+    assert own("fault_items", "on") == own("fault_items", "off")
+    added = {r["decision"] for r in tables["on"]["broker_decisions"]} - {
+        r["decision"] for r in tables["off"]["broker_decisions"]
+    }
+    assert {"PANIC", "PROBE", "RELEASE"} <= added

@@ -2,17 +2,29 @@
 
 from __future__ import annotations
 
+import dataclasses
+import io
 import json
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+from PIL import Image
 
 from streaming.client import DecisionView
-from streaming.config import load_scenario
-from streaming.evaluate import POLICIES, RELAY, STRATEGIES, evaluate, sick_intervals
-from streaming.simulator import Loop, simulate
+from streaming.config import load_job_config, load_scenario
+from streaming.evaluate import (
+    POLICIES,
+    RELAY,
+    RULES_ONLY,
+    STRATEGIES,
+    evaluate,
+    report,
+    sick_intervals,
+)
+from streaming.job import engine_config
+from streaming.simulator import Loop, Record, simulate
 from tests.streaming.conftest import faultline
 from udfs import engine
 from udfs.parse import parse
@@ -20,6 +32,9 @@ from udfs.parse import parse
 RELEASE = engine.EngineConfig(
     scopes=(engine.CLUSTER,), policies=engine.Policies(fault_aware_release=True)
 )
+
+SHIPPED = dataclasses.replace(engine_config(load_job_config(None)), scopes=(engine.CLUSTER,))
+"""The shipped configuration, for the cluster scope (as ``faultline evaluate`` runs it)."""
 
 T = 1_795_255_200_000
 
@@ -121,44 +136,96 @@ def test_faultline_producers_send_nowhere_their_view_isolates_unless_all_are() -
     assert sick_sends(events) < sick_sends(without)
 
 
-def test_evaluate_prints_every_strategy_and_ends_with_the_two_comparisons(tmp_path: Path) -> None:
-    result = faultline("evaluate", "--scenario", "quick", "--delay", "2s", cwd=tmp_path)
+def test_evaluate_sweeps_the_decision_delay_and_draws_it(tmp_path: Path) -> None:
+    """``--delay 0.5s,2s --plot``: a row per strategy, a column per delay (sick-broker sends /
+    capacity lost), the comparisons at each delay last, and the same figures as a PNG."""
+    png = tmp_path / "sweep.png"
+    argv = ["--scenario", "quick", "--delay", "2s,0.5s", "--plot", str(png)]
+    result = faultline("evaluate", *argv, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.strip().splitlines()
-    assert re.fullmatch(r"sick-broker sends, faultline vs off: [-+]\d+%", lines[-2])
+    assert lines[0] == f"plot: {png}"
+    header = next(i for i, line in enumerate(lines) if line.startswith("strategy "))
+    assert lines[header].split() == ["strategy", "500", "ms", "2", "s"]
+    rows = {line[:24].strip(): line[24:].split() for line in lines[header + 1 : -6]}
+    assert set(rows) == {*STRATEGIES, RULES_ONLY, *(f"faultline + {p}" for p in POLICIES), RELAY}
+    cell = r"\d+ / \d+\.\d"
+    assert all(re.fullmatch(f"{cell} {cell}", " ".join(cells)) for cells in rows.values())
+    assert rows["off"][:3] == rows["off"][3:]  # reads no decision: the same at every delay
+    share = r"[-+]\d+%"
     assert re.fullmatch(
-        r"sick-broker sends, faultline vs own \(rocketmq-4\.9\): [-+]\d+%", lines[-1]
+        rf"sick-broker sends, faultline vs off: {share} at 500 ms, {share} at 2 s", lines[-2]
     )
-    for name in [*STRATEGIES, *(f"faultline + {p}" for p in POLICIES), "faultline + all", RELAY]:
-        assert any(line.startswith(f"{name} ") for line in lines), name
+    assert lines[-1].startswith("sick-broker sends, faultline vs own (rocketmq-4.9): ")
+    assert re.fullmatch(
+        r"healthy capacity lost \(broker-seconds per producer\), faultline's decisions: "
+        r"\d+\.\d at 500 ms, \d+\.\d at 2 s; own \(rocketmq-4\.9\): \d+\.\d",
+        lines[-4],
+    )
+    wrong = r"healthy brokers isolated by faultline's own decisions: \d+\.\d s at 500 ms, "
+    assert re.fullmatch(rf"{wrong}\d+\.\d s at 2 s", lines[-5])
     # every broker down at once: 4.x producers rewrite queues to other brokers, and say so
     swaps = next(line for line in lines if line.startswith("queue swaps of RocketMQ 4.x"))
     made, reported = map(int, re.findall(r": (\d+) in the producers, (\d+) reported", swaps)[0])
     assert made > 50 and reported > 0.8 * made, swaps
+    with Image.open(png) as image:
+        assert image.size == (1200, 480)
+        colours = image.convert("RGB").getcolors(maxcolors=1_000_000)
+    assert colours is not None and len(colours) > 100  # lines, labels and legend, not blank
+    bad = faultline("evaluate", "--scenario", "quick", "--delay", "1s,0s", cwd=tmp_path)
+    assert (
+        bad.returncode == 2 and "--delay '1s,0s': a decision delay is more than 0 ms" in bad.stderr
+    )
 
 
 def test_the_policies_catch_what_no_send_result_shows() -> None:
     """slow-peers: a broker 10x slower than its peers but under RocketMQ's band, then every
     broker slow at once."""
-    results = evaluate(load_scenario("slow-peers"), 2_000)
+    scenario = load_scenario("slow-peers")
+    results = evaluate(scenario, 2_000)
     plain, outliers = results["faultline"], results["faultline + outliers"]
     assert plain.sick_sends == results["own"].sick_sends  # RocketMQ's rules see nothing
     assert outliers.sick_sends < 0.6 * plain.sick_sends
     assert plain.route_empty_s and plain.route_empty_s > 10  # all six isolated at once ...
     assert results["faultline + cap"].route_empty_s == 0  # ... never with the cap
     assert all(f.decided_healthy_isolated_s == 0 for n, f in results.items() if "+" in n)
+    # the report: a row per strategy, and the comparisons last, the goals' two at the end
+    out = io.StringIO()
+    report(scenario, 2_000, results, out)
+    lines = out.getvalue().strip().splitlines()
+    assert [line.split("  ")[0] for line in lines[2:12]] == list(results)
+    share, s49 = r"[-+]\d+%", r"own \(rocketmq-4\.9\)"
+    assert re.fullmatch(
+        r"healthy capacity lost \(broker-seconds per producer\), faultline's decisions: "
+        rf"\d+\.\d, {s49}: \d+\.\d",
+        lines[-4],
+    )
+    wrong = r"healthy brokers isolated by faultline's own decisions: \d+\.\d s at 500 ms, "
+    assert re.fullmatch(rf"{wrong}\d+\.\d s at 2 s", lines[-5])
+    assert re.fullmatch(
+        rf"sick-broker sends, own \(4\.9\) \+ faultline vs {s49}: {share}", lines[-3]
+    )
+    assert re.fullmatch(rf"sick-broker sends, faultline vs off: {share}", lines[-2])
+    assert re.fullmatch(rf"sick-broker sends, faultline vs {s49}: {share}", lines[-1])
 
 
 @pytest.mark.parametrize("name", ["default", "spike-timeout"])
 def test_following_faultline_is_never_worse_than_the_producers_own_strategy(name: str) -> None:
-    results = evaluate(load_scenario(name), 2_000)
+    """With the shipped configuration (its policies on), at a decision delay of 1 s."""
+    results = evaluate(load_scenario(name), 1_000, SHIPPED)
     assert results["faultline"].sick_sends <= results["own"].sick_sends
     assert results["faultline"].sick_sends < results["off"].sick_sends
+    assert results["own (4.9) + faultline"].sick_sends <= results["own (rocketmq-4.9)"].sick_sends
+    # the cluster scope's decisions keep healthy brokers away less than RocketMQ 4.9 does
+    decided = results["faultline"].decided_capacity_lost_s
+    assert decided is not None and decided < results["own (rocketmq-4.9)"].capacity_lost_s
+    assert results["faultline"].decided_healthy_isolated_s == 0
 
 
 def test_released_messages_go_around_the_brokers_faultline_isolates() -> None:
     """quick: all three brokers down for 12 s, messages fail and are sent again. Re-sent where
-    fault-aware release routes them, none of them starts on a sick broker."""
+    fault-aware release routes them (unless the producer's own FaultTable isolates that broker
+    then), none of them starts on a sick broker."""
     scenario = load_scenario("quick")
     sick = sick_intervals(scenario)
     runs = {}
@@ -167,11 +234,23 @@ def test_released_messages_go_around_the_brokers_faultline_isolates() -> None:
             update={"producers": [STRATEGIES["own"](p) for p in scenario.producers]}
         )
         loop = Loop(changed.cluster, 2_000, config) if config else None
-        events = simulate(changed, loop=loop)
+        record = Record()
+        events = simulate(changed, record=record, loop=loop)
         resent = [e for e in events if e.get("redelivery_count") and e["attempt"] == 0]
-        if loop is not None:  # each onto the broker faultline's redelivery names
-            named = [loop.released.get((e["message_id"], e["redelivery_count"])) for e in resent]
-            assert [e["broker_name"] for e in resent] == named
+        if loop is not None:  # each onto the broker faultline's redelivery names ...
+
+            def own_isolates(e: dict[str, Any], broker: str, record: Record = record) -> bool:
+                start = e["event_time"] - e["latency_ms"]
+                updates = [
+                    u for u in record.own.get((e["producer_id"], broker), []) if u[1] <= start
+                ]
+                return bool(updates) and updates[-1][2] > start
+
+            named = [loop.released[(e["message_id"], e["redelivery_count"])] for e in resent]
+            onto = [e["broker_name"] == b for e, b in zip(resent, named, strict=True)]
+            # ... unless the producer's own table isolates it
+            assert all(o or own_isolates(e, b) for o, e, b in zip(onto, resent, named, strict=True))
+            assert sum(onto) > len(onto) / 2
         runs[name] = [
             any(a <= e["event_time"] - e["latency_ms"] < b for a, b in sick[e["broker_name"]])
             for e in resent
