@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 
+from streaming.config import CONF_DIR
 from streaming.dashboard.app import iso
 from streaming.job import delay_queues, isolation_windows
 from streaming.sink import create_tables, table_schema
@@ -106,7 +107,8 @@ def test_the_page_follows_a_running_job_and_shows_what_the_tables_hold(
         _text(page, "#problem", "no faultline tables here")
 
         job = start("run", "--scenario", "quick", "--output", str(out), "--checkpoint", str(ck),
-                    "--max-records-per-batch", "200", cwd=tmp_path)  # fmt: skip
+                    "--max-records-per-batch", "200",
+                    "--config", str(CONF_DIR / "rocketmq-only.yaml"), cwd=tmp_path)  # fmt: skip
         seen_while_running = set()
         while job.poll() is None:  # the page, never reloaded, follows the batches
             status = page.inner_text("#status")

@@ -11,12 +11,16 @@ from typing import Any
 
 import pytest
 
+from streaming.config import CONF_DIR
 from tests.engine.conftest import T0, beat, consume, route, send
 from tests.streaming.conftest import INT, batches_committed, start, table
 
 pytestmark = pytest.mark.spark
 
 HOUR = 3_600_000
+
+RULES_ONLY = CONF_DIR / "rocketmq-only.yaml"
+"""RocketMQ's rules alone: the test reads RocketMQ's exact decisions."""
 
 
 def _write(folder: Path, name: str, events: list[dict[str, Any]]) -> None:
@@ -38,9 +42,19 @@ def test_quiet_batches_empty_triggers_and_six_hours_of_silence(tmp_path: Path) -
     folder, output = tmp_path / "in", tmp_path / "out"
     folder.mkdir()
     proc = start(
-        "run", "--source", "files", "--path", str(folder), "--output", str(output),
-        "--checkpoint", str(tmp_path / "ck"), cwd=tmp_path,
-    )  # fmt: skip
+        "run",
+        "--source",
+        "files",
+        "--path",
+        str(folder),
+        "--output",
+        str(output),
+        "--checkpoint",
+        str(tmp_path / "ck"),
+        "--config",
+        str(RULES_ONLY),
+        cwd=tmp_path,
+    )  # fmt: skip  RocketMQ's exact decisions: its rules alone
     try:
         # 1. traffic: p (4.9) fails on broker a (the cluster's 5.x view isolates it for 10 s, p's
         # own table for 10 min) and parks a message for 10 s (level 3) and one for 2 h (18)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from streaming.client import decision_state
 from tests.streaming.conftest import OUTPUT_TABLES, batch_rows, canonical, faultline, table
 
 pytestmark = pytest.mark.spark
@@ -191,7 +192,7 @@ def test_explain_names_the_send_that_isolated_a_broker_and_the_rule(
         not any(
             (cluster["broker_name"] == broker)
             & (cluster["effective_at"] <= after)
-            & (cluster["decision"] != "RESTORE")
+            & (cluster["decision"].map(decision_state) == "ISOLATED")  # PROBE: available
             & (cluster["available_from"] > after)
         )
     )
