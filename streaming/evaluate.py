@@ -479,10 +479,6 @@ def _delay(ms: int) -> str:
     return f"{ms // 1000} s" if ms >= 1000 and ms % 1000 == 0 else f"{ms} ms"
 
 
-def _reads_decisions(name: str) -> bool:
-    return name.startswith("faultline") or name in FOLLOWING or name == RELAY
-
-
 def report(scenario: Scenario, delay_ms: int, results: dict[str, Figures], out: TextIO) -> None:
     print(
         f"scenario {scenario.name}: {len([p for s in scenario.producers for p in s.expand()])} "
@@ -586,8 +582,9 @@ def plot(path: Path, scenario: Scenario, results: dict[int, dict[str, Figures]])
     delays = sorted(results)
     seconds = [d / 1000 for d in delays]
     figure, axes = plt.subplots(1, 2, figsize=(12, 4.8), layout="constrained")
+    reads = {run[0] for run in _runs(engine.EngineConfig()) if _reads(run)}
     for name in results[delays[0]]:
-        style = "-o" if _reads_decisions(name) else "--"
+        style = "-o" if name in reads else "--"
         for ax, value in zip(axes, _PLOTTED, strict=True):
             ax.plot(seconds, [value(results[d][name]) for d in delays], style, label=name)
     axes[0].set(title="sends to sick brokers", xlabel="decision delay (s)", ylabel="sends")
