@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -168,11 +167,11 @@ def floor(
     import pyarrow.compute as pc
 
     from streaming.sink import META
-    from streaming.stateful import worker_publisher
+    from streaming.stateful import arrow_on_every_core, worker_publisher
     from udfs.parse import read_typed
 
     def nothing(key: Any, frames: Any, state: Any) -> Any:
-        pa.set_cpu_count(len(os.sched_getaffinity(0)))  # as the job's operator does
+        arrow_on_every_core()  # as the job's operator does
         parts = list(frames)
         count = sum(len(f) for f in parts)
         started = time.perf_counter()
