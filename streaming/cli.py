@@ -118,15 +118,15 @@ def _main(args: argparse.Namespace) -> int:
         if args.command == "simulate":
             return _simulate(args)
         if args.command == "replay":
-            from streaming.replay import replay_command
+            from streaming.tools.replay import replay_command
 
             return replay_command(args)
         if args.command == "explain":
-            from streaming.explain import explain_command
+            from streaming.tools.explain import explain_command
 
             return explain_command(args)
         if args.command == "evaluate":
-            from streaming.evaluate import evaluate_command
+            from streaming.tools.evaluate import evaluate_command
 
             return evaluate_command(args)
         if args.command == "dashboard":
@@ -134,7 +134,7 @@ def _main(args: argparse.Namespace) -> int:
         if args.command == "maintain":
             return _maintain(args)
         if args.command == "state":
-            from streaming.replay import state_command
+            from streaming.tools.replay import state_command
 
             return state_command(args)
         return _run(args)
@@ -149,7 +149,7 @@ def _main(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from streaming.config import load_job_config
-    from streaming.job import run
+    from streaming.job.run import run
 
     overrides = {
         "source": args.source,
@@ -174,7 +174,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _maintain(args: argparse.Namespace) -> int:
     from streaming.config import load_job_config
-    from streaming.maintain import maintain, print_reports
+    from streaming.job.maintain import maintain, print_reports
 
     config = load_job_config(args.config, {"output": args.output})
     output = Path(config.output).resolve()
@@ -192,7 +192,7 @@ def _maintain(args: argparse.Namespace) -> int:
 
 def _dashboard(args: argparse.Namespace) -> int:
     from streaming.config import duration_flag
-    from streaming.dashboard.app import serve
+    from streaming.tools.dashboard.app import serve
 
     refresh = duration_flag("--refresh", args.refresh)
     window = None if args.window == "all" else duration_flag("--window", args.window)
@@ -201,7 +201,7 @@ def _dashboard(args: argparse.Namespace) -> int:
 
 def _simulate(args: argparse.Namespace) -> int:
     from streaming.config import load_job_config, load_scenario
-    from streaming.simulator import simulate, write_jsonl
+    from streaming.sim.simulator import simulate, write_jsonl
 
     usage = (
         "simulate needs either --out DIR or --kafka-bootstrap HOST:PORT --topic T (which may "
@@ -220,7 +220,7 @@ def _simulate(args: argparse.Namespace) -> int:
         paths = write_jsonl(events, Path(args.out))
         print(f"faultline: {len(events)} events of {args.scenario} in {len(paths)} files")
         return 0
-    from streaming.kafka import check_reachable, publish_events
+    from streaming.job.publish import check_reachable, publish_events
 
     check_reachable(config.kafka_conf())
     sent = publish_events(events, config.kafka_conf(), str(config.topic))

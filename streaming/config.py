@@ -27,6 +27,7 @@ from pydantic import (
     model_validator,
 )
 
+from udfs import engine
 from udfs.errors import ConfigError
 from udfs.rocketmq import (
     DEFAULT_DELAY_LEVELS,
@@ -35,6 +36,7 @@ from udfs.rocketmq import (
     DelayLevels,
     transaction_config,
 )
+from udfs.schedule import DelayPolicy
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 DEFAULT_CONFIG = CONF_DIR / "faultline.yaml"
@@ -332,7 +334,7 @@ class PoliciesConfig(_Strict):
 
 
 class MaintenanceConfig(_Strict):
-    """Keeping the Delta tables fast over months (``streaming.maintain``)."""
+    """Keeping the Delta tables fast over months (``streaming.job.maintain``)."""
 
     every: NonNegativeInt = 100
     """The job maintains its tables after every this many micro-batches (0: only
@@ -413,7 +415,7 @@ class JobConfig(_Strict):
     transactions: TransactionsConfig = TransactionsConfig()
     sink: Literal["delta-rs", "delta-spark"] = "delta-rs"
     """Who commits to the Delta tables: faultline's own writer (delta-rs, no jars), or Spark's
-    Delta Lake data source, on a cluster that has its jars (``streaming.sink_spark``)."""
+    Delta Lake data source, on a cluster that has its jars (``streaming.job.sink_spark``)."""
     seed: int = 0
     static_routes: dict[str, list[RouteBroker]] = {}
     progress_interval: Duration = 2_000
@@ -589,3 +591,45 @@ def load_scenario(name: str) -> Scenario:
         return Scenario.model_validate(_read_yaml(path))
     except ValidationError as exc:
         raise _explain(exc, {}, str(path)) from None
+
+
+def engine_config(config: JobConfig) -> engine.EngineConfig:
+    rules, tx = config.policies, config.transactions
+    routes = {
+        topic: tuple((b.broker_name, b.write_queue_nums, b.perm) for b in brokers)
+        for topic, brokers in config.static_routes.items()
+    }
+    return engine.EngineConfig(
+        scopes=config.scopes,
+        cluster_profile=config.cluster_profile,
+        default_client_profile=config.default_client_profile,
+        default_latency_fault_enable=config.default_latency_fault_enable,
+        allowed_lateness_ms=config.allowed_lateness,
+        max_future_skew_ms=config.max_future_skew,
+        evict_after_ms=config.evict_silent_producers_after,
+        static_routes=routes,
+        seed=config.seed,
+        delays=DelayPolicy(DelayLevels.parse(config.delay_levels), config.max_redeliveries),
+        send_msg_timeout_ms=config.send_msg_timeout,
+        ignore_spent_budget=config.ignore_spent_budget,
+        policies=engine.Policies()  # RocketMQ's rules alone
+        if not rules.enabled
+        else engine.Policies(
+            isolation_cap=rules.isolation_cap,
+            outlier_factor=rules.latency_outlier_factor,
+            outlier_window_ms=rules.latency_outlier_window,
+            outlier_min_sends=rules.latency_outlier_min_sends,
+            outlier_min_latency_ms=rules.latency_outlier_min_latency,
+            outlier_isolation_ms=rules.latency_outlier_isolation,
+            probe_share=rules.recovery_probe_share,
+            probe_max_ms=rules.recovery_probe_max,
+            fault_aware_release=rules.fault_aware_release,
+            report_queue_swaps=rules.report_queue_swaps,
+        ),
+        transactions=engine.BrokerTransactions(
+            timeout_ms=tx.transaction_timeout,
+            check_max=tx.check_max,
+            check_interval_ms=tx.check_interval,
+            file_reserved_ms=tx.file_reserved_time,
+        ),
+    )

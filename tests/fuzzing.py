@@ -1,10 +1,10 @@
-"""hypothesis's palettes for the fuzzed records of :mod:`streaming.fuzz`."""
+"""hypothesis's palettes for the fuzzed records of :mod:`streaming.sim.fuzz`."""
 
 from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from streaming.fuzz import CORE_TEXTS, CORE_VALUES, Palette
+from streaming.sim.fuzz import CORE_TEXTS, CORE_VALUES, Palette
 
 VALUES = st.one_of(
     st.none(),

@@ -128,8 +128,8 @@ def test_a_bad_policy_setting_names_its_key(tmp_path: Path, text: str, shown: st
 
 
 def test_the_policies_are_on_by_default_and_one_setting_turns_them_off() -> None:
-    from streaming.evaluate import POLICIES
-    from streaming.job import engine_config
+    from streaming.config import engine_config
+    from streaming.tools.evaluate import POLICIES
 
     policies = engine_config(load_job_config(None)).policies
     assert None not in (policies.isolation_cap, policies.outlier_factor, policies.probe_share)

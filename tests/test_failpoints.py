@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from streaming import failpoints
+from streaming.job import failpoints
 
-REACH = "from streaming import failpoints; failpoints.reach('after-commit-batches', 3)"
+REACH = "from streaming.job import failpoints; failpoints.reach('after-commit-batches', 3)"
 
 
 def _reach(env: dict[str, str]) -> int:

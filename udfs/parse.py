@@ -119,7 +119,7 @@ def parse(
 def read_typed(values: Texts) -> pa.Table | None:
     """The records read in one go by Arrow's JSON reader as the typed columns :func:`parse`
     reads them into, or None when one of them does not fit: the parser's fast path alone,
-    without checks, defaults or reasons (``streaming.bench --floor read`` measures it).
+    without checks, defaults or reasons (``streaming.bench.throughput --floor read`` measures it).
 
     >>> read_typed(['{"type": "heartbeat", "broker_name": "b"}']).column("broker_name")[0]
     <pyarrow.StringScalar: 'b'>

@@ -245,7 +245,7 @@ route in force (its ``routes.route``; null when the topic has no broker in its r
 ``isolated`` the brokers of that route the key isolates, until when. ``selectable`` is the whole
 list in the ``cluster`` scope; in the ``producer`` scope it is null unless the producer's own
 queues differ from what the route gives, and the list is then the route's ``writable`` queues
-without the isolated brokers (``streaming.routing_tables`` reads them so).
+without the isolated brokers (``streaming.tools.routing_tables`` reads them so).
 
 ``routes``: a change of a topic's effective route (its declared brokers without those the
 NameServer dropped), recorded once per change by the lead shard: ``route`` (a digest of the
@@ -317,7 +317,7 @@ still written, and take on the timestamp columns. Format 3 made the ``producer``
 ``routes`` table); a format-2 ``routing_table`` takes on the ``route`` column, and its rows
 keep their whole lists. Format 4 writes no ``producer`` scope row at a change of a route that
 leaves the producer's isolated brokers as they were: a reader takes the route in force at the
-instant it asks about (``streaming.routing_tables.in_force``)."""
+instant it asks about (``streaming.tools.routing_tables.in_force``)."""
 
 BATCHES = pa.schema(
     [

@@ -40,8 +40,8 @@ def test_fuzzed_records_are_keyed_by_the_cluster_the_parser_reads() -> None:
     """Mutants of every kind, most of them read one by one: the key never differs from the
     parser's ``cluster`` (``default`` for a record it cannot read)."""
     from streaming.config import load_scenario
-    from streaming.fuzz import CORE, mixed_stream
-    from streaming.simulator import simulate
+    from streaming.sim.fuzz import CORE, mixed_stream
+    from streaming.sim.simulator import simulate
 
     records, labels = mixed_stream(simulate(load_scenario("quick")), 6000, CORE, 1000)
     assert len(set(labels)) > 10

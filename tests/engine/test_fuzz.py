@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 from streaming.config import load_scenario
-from streaming.simulator import simulate
+from streaming.sim.simulator import simulate
 from udfs import engine
 from udfs.parse import parse
 

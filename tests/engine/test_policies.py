@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from streaming.client import DecisionView, decision_state, message, publish_order
 from streaming.config import load_scenario
-from streaming.simulator import simulate
+from streaming.sim.simulator import simulate
 from tests.engine.conftest import T0, frame, send
 from udfs import engine
 
@@ -257,8 +257,7 @@ def test_the_policies_add_rows_after_rocketmqs_own_and_change_none_of_them() -> 
     """The shipped configuration (every policy on) against RocketMQ's rules alone, over the quick
     scenario: RocketMQ's own decisions and FaultItems are the same rows; the policies' rows come
     on top."""
-    from streaming.config import load_job_config
-    from streaming.job import engine_config
+    from streaming.config import engine_config, load_job_config
 
     shipped = engine_config(load_job_config(None))
     assert shipped.policies.decisions

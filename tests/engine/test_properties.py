@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streaming.config import load_scenario
-from streaming.simulator import simulate
+from streaming.sim.simulator import simulate
 from tests.engine.conftest import frame
 from udfs import engine
 from udfs.engine import _state as engine_state

@@ -1,6 +1,6 @@
 """The compact routing table (table format 3): the ``producer`` scope's rows refer to a route of
 the ``routes`` table instead of listing its queues, and give back, read with
-:func:`streaming.routing_tables.whole`, exactly the rows the format-2 writer wrote
+:func:`streaming.tools.routing_tables.whole`, exactly the rows the format-2 writer wrote
 (:mod:`tests.engine.legacy_routing_table`, run beside the engine on the same state)."""
 
 from __future__ import annotations
@@ -14,10 +14,9 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from streaming import job
-from streaming.config import load_job_config, load_scenario
-from streaming.routing_tables import RoutingTableError, whole
-from streaming.simulator import simulate
+from streaming.config import engine_config, load_job_config, load_scenario
+from streaming.sim.simulator import simulate
+from streaming.tools.routing_tables import RoutingTableError, whole
 from tests.engine.conftest import T0, beat, frame, route, run, send
 from tests.engine.legacy_routing_table import Legacy, beside
 from udfs import engine
@@ -36,7 +35,7 @@ def _events(name: str) -> list[dict[str, Any]]:
 
 
 def _parsed(events: list[dict[str, Any]]) -> Any:
-    """Events as the job's operator parses them (``streaming.stateful.run_key``)."""
+    """Events as the job's operator parses them (``streaming.job.stateful.run_key``)."""
     values = [json.dumps(e) for e in events]
     times = [e["event_time"] for e in events]
     return parse(values, ["test"] * len(values), times, [None] * len(values)).to_pandas()
@@ -107,7 +106,7 @@ def test_the_whole_lists_come_back_from_the_compact_rows_and_the_routes(
     """The scenario in batches as the job runs it; each batch's routing-table rows, made whole
     with the ``routes`` rows of this batch and the ones before, are the format-2 rows."""
     events = _events(scenario)
-    config = job.engine_config(load_job_config())
+    config = engine_config(load_job_config())
     state: engine.State | None = None
     routes: list[pa.Table] = []
     latest: Latest = {}
@@ -141,7 +140,7 @@ def test_two_shards_refer_to_the_routes_the_lead_records(monkeypatch: pytest.Mon
     """With two shards, only the lead writes ``routes``; the other shard's producers refer to
     them."""
     events = _events("default")
-    config = job.engine_config(load_job_config())
+    config = engine_config(load_job_config())
     states: list[engine.State | None] = [None, None]
     routes: list[pa.Table] = []
     written = [0, 0]

@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 from deltalake import DeltaTable
 
-from streaming.listener import PROGRESS_COLUMNS
+from streaming.job.progress import PROGRESS_COLUMNS
 
 FAULTLINE = [sys.executable, "-m", "streaming.cli"]
 DECISION_TABLES = ("broker_decisions", "routing_decisions", "routing_table")

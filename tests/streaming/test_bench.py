@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from streaming import bench
+from streaming.bench import throughput as bench
 
 pytestmark = pytest.mark.spark
 
@@ -48,7 +48,7 @@ def test_the_floor_runs_the_same_query_with_an_operator_that_only_reads(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """``--floor read``: the operator reads the records with Arrow's JSON reader and does
-    nothing else (plain ``--floor`` skips the read; ``streaming.latency --floor`` runs it)."""
+    nothing else (plain ``--floor`` skips the read; ``streaming.bench.latency --floor`` runs it)."""
     argv = ["--scenario", "quick", "--repeat", "1", "--batch", "700", "--floor", "read"]
     assert bench.main(argv) == 0
     lines = capsys.readouterr().out.strip().splitlines()

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from streaming import bench_engine
+from streaming.bench import engine as bench_engine
 
 
 def test_it_prints_each_batch_whole_and_sharded_then_the_steady_figures(

@@ -13,8 +13,9 @@ import pytest
 from PIL import Image
 
 from streaming.client import DecisionView
-from streaming.config import load_job_config, load_scenario
-from streaming.evaluate import (
+from streaming.config import engine_config, load_job_config, load_scenario
+from streaming.sim.simulator import Loop, Record, simulate
+from streaming.tools.evaluate import (
     POLICIES,
     RELAY,
     RULES_ONLY,
@@ -23,8 +24,6 @@ from streaming.evaluate import (
     report,
     sick_intervals,
 )
-from streaming.job import engine_config
-from streaming.simulator import Loop, Record, simulate
 from tests.streaming.conftest import faultline
 from udfs import engine
 from udfs.parse import parse

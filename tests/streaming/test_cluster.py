@@ -18,7 +18,7 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from streaming.failpoints import TASK_ENV
+from streaming.job.failpoints import TASK_ENV
 from tests.streaming.conftest import (
     DECISION_TABLES,
     canonical,

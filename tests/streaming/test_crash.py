@@ -4,9 +4,9 @@ checkpoint. Its tables must equal an uninterrupted run's, every file a Delta log
 exist, no file may be left over, and what went to the Kafka decision topic must be exactly what
 the tables hold.
 
-The matrix runs the job's own query (``streaming.job.build_query``) in this process, on one Spark
-session, with the failpoint raising inside the batch: Spark then fails the query with the batch's
-offsets logged and its commit not, the state a crash leaves, and the next query replays the
+The matrix runs the job's own query (``streaming.job.query.build_query``) in this process, on one
+Spark session, with the failpoint raising inside the batch: Spark then fails the query with the
+batch's offsets logged and its commit not, the state a crash leaves, and the next query replays the
 batch. The tests after it run the real ``faultline`` process on a checkpoint whose last commit log
 entry was removed, as a crash right before Spark writes it leaves it."""
 
@@ -26,12 +26,15 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from deltalake import DeltaTable
 
-from streaming import failpoints, job, sink
 from streaming.client import publish_order
 from streaming.config import JobConfig, load_job_config, load_scenario
-from streaming.kafka import Publisher
-from streaming.mock_kafka import mock_cluster
-from streaming.simulator import simulate, write_jsonl
+from streaming.job import failpoints, sink
+from streaming.job.progress import Progress
+from streaming.job.publish import Publisher
+from streaming.job.query import QUERY_NAME, build_query
+from streaming.job.session import spark_session
+from streaming.sim.mock_kafka import mock_cluster
+from streaming.sim.simulator import simulate, write_jsonl
 from tests.streaming.conftest import faultline, no_stray_files, same_tables, table
 from udfs.schema import TABLES
 
@@ -56,7 +59,7 @@ def events(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    session = job._spark(load_job_config(), tmp_path_factory.mktemp("spark"))
+    session = spark_session(load_job_config(), tmp_path_factory.mktemp("spark"))
     yield session
     session.stop()
 
@@ -88,9 +91,9 @@ def publisher(kafka: str) -> Iterator[Publisher]:
 def _run_query(spark: Any, config: JobConfig, publisher: Publisher) -> str | None:
     """One start of the job on its checkpoint, to the end of the input or to a failure; returns
     the failure's one-line reason."""
-    output, checkpoint = Path(config.output), Path(config.checkpoint) / job.QUERY_NAME
-    progress = job.Progress()
-    query = job.build_query(
+    output, checkpoint = Path(config.output), Path(config.checkpoint) / QUERY_NAME
+    progress = Progress()
+    query = build_query(
         spark, config, Path(str(config.path)), output, checkpoint, progress, publisher=publisher
     )
     with contextlib.suppress(Exception):  # a failure's reason is in progress.error

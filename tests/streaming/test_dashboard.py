@@ -17,9 +17,9 @@ import pytest
 from deltalake import DeltaTable
 
 from streaming.config import CONF_DIR
-from streaming.dashboard.app import iso
-from streaming.job import delay_queues, isolation_windows
-from streaming.sink import create_tables, table_schema
+from streaming.job.sink import create_tables, table_schema
+from streaming.job.summary import delay_queues, isolation_windows
+from streaming.tools.dashboard.app import iso
 from tests.streaming.conftest import faultline, start
 
 CHROMIUM = os.environ.get("FAULTLINE_CHROMIUM", "/usr/bin/chromium")

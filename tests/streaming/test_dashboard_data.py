@@ -13,10 +13,10 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from streaming.dashboard import data
-from streaming.dashboard.data import MINUTE, Model, TablesError, check_output
-from streaming.job import delay_queues, isolation_windows
-from streaming.sink import create_tables, own_schema, record_progress, stored, table_schema
+from streaming.job.sink import create_tables, own_schema, record_progress, stored, table_schema
+from streaming.job.summary import delay_queues, isolation_windows
+from streaming.tools.dashboard import data
+from streaming.tools.dashboard.data import MINUTE, Model, TablesError, check_output
 
 T0 = 1_795_255_200_000  # 2026-11-21 10:00:00 UTC
 CLUSTER = "C1"

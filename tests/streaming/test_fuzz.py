@@ -14,12 +14,11 @@ from confluent_kafka import Producer
 from deltalake import DeltaTable
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
-from streaming.config import load_job_config, load_scenario
-from streaming.fuzz import MUTATIONS, Palette, mixed_stream
-from streaming.job import engine_config
-from streaming.mock_kafka import mock_cluster
-from streaming.simulator import simulate
-from streaming.sources import count_records
+from streaming.config import engine_config, load_job_config, load_scenario
+from streaming.job.sources.files import count_records
+from streaming.sim.fuzz import MUTATIONS, Palette, mixed_stream
+from streaming.sim.mock_kafka import mock_cluster
+from streaming.sim.simulator import simulate
 from tests.fuzzing import palettes
 from tests.streaming.conftest import faultline, table
 from udfs import engine

@@ -14,7 +14,7 @@ from pandas.testing import assert_frame_equal
 
 from streaming.client import POLICY_STATES
 from streaming.config import load_scenario
-from streaming.simulator import HEARTBEAT_TIMEOUT_MS, SCAN_INTERVAL_MS, simulate
+from streaming.sim.simulator import HEARTBEAT_TIMEOUT_MS, SCAN_INTERVAL_MS, simulate
 from tests.streaming.conftest import (
     DECISION_TABLES,
     INT,
@@ -536,8 +536,7 @@ def test_a_checkpoint_is_not_resumed_with_another_source(tmp_path: Path) -> None
 def test_the_policies_run_in_the_job_as_in_the_engine(tmp_path: Path) -> None:
     """Every policy on, the quick scenario in batches of 200: the policies' rows in Delta are the
     engine's over the same events in one batch, and released messages name their broker."""
-    from streaming.config import load_job_config
-    from streaming.job import engine_config
+    from streaming.config import engine_config, load_job_config
     from tests.engine.conftest import frame
     from udfs import engine
 

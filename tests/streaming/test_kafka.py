@@ -18,8 +18,8 @@ import pytest
 from confluent_kafka import Consumer, Producer
 
 from streaming.config import load_scenario
-from streaming.mock_kafka import mock_cluster, mock_cluster_process
-from streaming.simulator import simulate
+from streaming.sim.mock_kafka import mock_cluster, mock_cluster_process
+from streaming.sim.simulator import simulate
 from tests.streaming.conftest import (
     INT,
     KILL,

@@ -15,8 +15,8 @@ import pytest
 from confluent_kafka import Consumer, Producer
 
 from streaming.config import load_scenario
-from streaming.mock_kafka import mock_cluster
-from streaming.simulator import simulate
+from streaming.sim.mock_kafka import mock_cluster
+from streaming.sim.simulator import simulate
 from tests.streaming.conftest import faultline
 
 
@@ -43,7 +43,7 @@ def _count(bootstrap: str, topic: str, expected: int, limit: float = 60) -> int:
 def test_the_mock_cluster_runs_in_the_background_until_it_is_told_to_stop() -> None:
     """As the README starts it: no terminal, its input at end of file from the start."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streaming.mock_kafka"],
+        [sys.executable, "-m", "streaming.sim.mock_kafka"],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -90,8 +90,8 @@ def test_the_embeddable_client_reads_the_decision_topic(kafka: str, tmp_path: Pa
     """What a producer embeds: the compacted decision topic, as the job publishes it (the sink's
     own publisher and message shape), read back into ``is_available``."""
     from streaming.client import DecisionClient
-    from streaming.kafka import Publisher
-    from streaming.sink import create_tables, publish_batch
+    from streaming.job.publish import Publisher
+    from streaming.job.sink import create_tables, publish_batch
 
     now = int(time.time() * 1000)
     decision = {

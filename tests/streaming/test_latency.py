@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from streaming import latency
+from streaming.bench import latency
 
 pytestmark = pytest.mark.spark
 

@@ -12,9 +12,9 @@ import pyarrow.dataset as ds
 import pytest
 from deltalake import DeltaTable
 
-from streaming import sink
 from streaming.config import MaintenanceConfig
-from streaming.maintain import maintain, maintain_table, table_properties
+from streaming.job import sink
+from streaming.job.maintain import maintain, maintain_table, table_properties
 from tests.streaming.conftest import faultline
 
 T0 = 1_795_305_000_000  # 2026-11-21 23:50:00 UTC: the batches below cross midnight

@@ -16,8 +16,8 @@ import pytest
 from confluent_kafka import Producer
 
 from streaming.config import load_job_config
-from streaming.mock_kafka import mock_cluster_process
-from streaming.outage import KafkaIOError, OutageLog, Patience, next_batch
+from streaming.job.outage import KafkaIOError, OutageLog, Patience, next_batch
+from streaming.sim.mock_kafka import mock_cluster_process
 from udfs.errors import ConfigError
 
 
@@ -147,7 +147,7 @@ def _stopped(task: Path) -> bool:
 def test_the_publisher_waits_for_kafka_and_delivers_everything(
     stoppable: tuple[str, subprocess.Popen[str]],
 ) -> None:
-    from streaming.kafka import Publisher
+    from streaming.job.publish import Publisher
 
     bootstrap, proc = stoppable
     # messages time out while Kafka is away: they are sent again, and the last per key stays last
@@ -168,7 +168,7 @@ def test_the_publisher_waits_for_kafka_and_delivers_everything(
 def test_the_publisher_gives_up_after_the_outage_timeout(
     stoppable: tuple[str, subprocess.Popen[str]],
 ) -> None:
-    from streaming.kafka import Publisher
+    from streaming.job.publish import Publisher
 
     bootstrap, proc = stoppable
     publisher = Publisher({"bootstrap.servers": bootstrap}, outage_timeout_s=1)
@@ -190,7 +190,7 @@ def test_a_slice_being_read_waits_for_kafka_and_reads_exactly_its_range(
 ) -> None:
     """The batch was planned; Kafka goes away before its slice is read (a consumer fetches ahead,
     so a stop in the middle would still be read from what it holds)."""
-    from streaming.kafka import KafkaSlice, read_slice
+    from streaming.job.sources.kafka import KafkaSlice, read_slice
 
     bootstrap, proc = stoppable
     producer = Producer({"bootstrap.servers": bootstrap})

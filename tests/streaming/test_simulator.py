@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from streaming.config import ProducerSpec, Scenario, load_scenario, scenario_path
-from streaming.simulator import HEARTBEAT_TIMEOUT_MS, SCAN_INTERVAL_MS, _Cluster, simulate
+from streaming.sim.simulator import HEARTBEAT_TIMEOUT_MS, SCAN_INTERVAL_MS, _Cluster, simulate
 from udfs import engine
 from udfs.errors import ConfigError
 from udfs.parse import parse

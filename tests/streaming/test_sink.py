@@ -8,7 +8,7 @@ from typing import Any
 import pyarrow as pa
 from deltalake import DeltaTable
 
-from streaming import sink
+from streaming.job import sink
 
 
 def test_a_table_made_before_a_column_was_added_takes_it_on(tmp_path: Path) -> None:
@@ -79,7 +79,7 @@ def test_a_format_2_routing_table_takes_on_format_3_and_both_kinds_of_row_read_w
     made, and the rows of both formats read with their whole lists."""
     from deltalake import write_deltalake
 
-    from streaming import routing_tables
+    from streaming.tools import routing_tables
 
     def queues(*brokers: str) -> list[dict[str, Any]]:
         return [{"broker_name": b, "queue_id": q} for b in brokers for q in (0, 1)]

@@ -15,8 +15,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from streaming import sink
-from streaming.sink_spark import STAGING, DeltaSpark
+from streaming.job import sink
+from streaming.job.sink_spark import STAGING, DeltaSpark
 from tests.streaming.conftest import batches_committed, faultline
 
 pytestmark = pytest.mark.spark

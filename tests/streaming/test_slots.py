@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from pyspark import TaskContext
 
-from streaming.job import SLOT, _slots
+from streaming.job.query import SLOT, slots
 
 pytestmark = pytest.mark.spark
 
@@ -53,7 +53,7 @@ def _tasks(spark: Any, slots: Any, shards: int) -> dict[str, list[int]]:
 
 @pytest.mark.parametrize("shards", [2, 3])
 def test_a_clusters_shards_run_in_distinct_tasks(spark: Any, shards: int) -> None:
-    placed = _tasks(spark, _slots(shards, 3), shards)
+    placed = _tasks(spark, slots(shards, 3), shards)
     assert all(len(set(tasks)) == shards for tasks in placed.values()), placed
 
 

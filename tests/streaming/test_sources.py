@@ -10,8 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from streaming.config import load_scenario
-from streaming.simulator import simulate
-from streaming.sources import FilesReader
+from streaming.job.sources.files import FilesReader
+from streaming.sim.simulator import simulate
 from tests.streaming.conftest import faultline
 from udfs.schema import EVENT_KINDS
 

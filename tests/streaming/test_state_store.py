@@ -20,7 +20,10 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 
-from streaming import cli, job, replay
+from streaming import cli
+from streaming.job.checkpoint import LAYOUT_MARK, check_layout
+from streaming.job.session import PROVIDER_CLASS, STATE_STORES
+from streaming.tools import replay
 from tests.streaming.conftest import OUTPUT_TABLES, batch_rows, faultline, table
 
 pytestmark = pytest.mark.spark
@@ -112,7 +115,7 @@ def test_rocksdb_killed_and_resumed_writes_the_rows_of_the_default_provider(
     logged = json.loads(
         (rocksdb / "ck" / "faultline" / "offsets" / str(BATCHES - 1)).read_text().splitlines()[1]
     )
-    assert logged["conf"][job.PROVIDER_CLASS] == job.STATE_STORES["rocksdb"]
+    assert logged["conf"][PROVIDER_CLASS] == STATE_STORES["rocksdb"]
 
 
 @pytest.mark.parametrize("provider", ["hdfs", "rocksdb"])
@@ -132,7 +135,7 @@ def session() -> Iterator[None]:
     """A session of Spark's defaults in this process, as ``faultline state`` and ``replay`` make
     one (stopped afterwards, so that the next module makes its own)."""
     spark = replay.spark_session()
-    assert spark.conf.get(job.PROVIDER_CLASS) == job.STATE_STORES["hdfs"]
+    assert spark.conf.get(PROVIDER_CLASS) == STATE_STORES["hdfs"]
     yield
     spark.stop()
 
@@ -196,11 +199,11 @@ def test_a_checkpoint_of_an_older_faultline_keeps_the_provider_sparks_log_names(
     for made, other in (("hdfs", "rocksdb"), ("rocksdb", "hdfs")):
         ck = tmp_path / made / "faultline"
         (ck / "offsets").mkdir(parents=True)
-        (ck / job.LAYOUT_MARK).write_text(json.dumps({"stateful_shards": 1}))
+        (ck / LAYOUT_MARK).write_text(json.dumps({"stateful_shards": 1}))
         for batch, provider in ((0, other), (1, made)):  # Spark's own conf, as it logs it
-            meta = {"batchWatermarkMs": 0, "conf": {job.PROVIDER_CLASS: job.STATE_STORES[provider]}}
+            meta = {"batchWatermarkMs": 0, "conf": {PROVIDER_CLASS: STATE_STORES[provider]}}
             (ck / "offsets" / str(batch)).write_text(f"v1\n{json.dumps(meta)}\n{{}}")
-        job._check_layout(load_job_config(None, {"state_store": made}), ck, record=False)
+        check_layout(load_job_config(None, {"state_store": made}), ck, record=False)
         refused = f"was made with state_store={made}, this run has {other}"
         with pytest.raises(ConfigError, match=refused):
-            job._check_layout(load_job_config(None, {"state_store": other}), ck, record=False)
+            check_layout(load_job_config(None, {"state_store": other}), ck, record=False)

@@ -13,8 +13,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from streaming import sink
-from streaming.storage import ADVICE, StorageError, from_failure
+from streaming.job import sink
+from streaming.job.storage import ADVICE, StorageError, from_failure
 from tests.streaming.conftest import (
     batches_committed,
     faultline,

@@ -24,9 +24,9 @@ import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.transaction import AddAction, RemoveAction
 
-from streaming import failpoints
 from streaming.client import message, publish_order
-from streaming.storage import writing
+from streaming.job import failpoints
+from streaming.job.storage import writing
 from udfs.schema import (
     BATCHES,
     MILLIS,
@@ -504,7 +504,7 @@ def publish_batch(
     decisions: bool = True,
 ) -> int:
     """Driver side, before :func:`commit_batch`: the :func:`decision_messages` (unless
-    ``decisions`` is False: the tasks sent them, :class:`streaming.stateful.Publish`) and the
+    ``decisions`` is False: the tasks sent them, :class:`streaming.job.stateful.Publish`) and the
     transactions a producer must act on (``notify``; key ``transaction/<cluster>/<id>``) to
     ``decisions_topic``, and the redeliveries onto their ``kafka_topic`` (key: the message id).
     Waits while Kafka does not answer (:meth:`streaming.kafka.Publisher.deliver`); raises when a

@@ -21,6 +21,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from streaming.job.sink import table_schema, with_timestamps
 from udfs.errors import ConfigError
 from udfs.schema import BATCHES, PARTITION, TIME_COLUMNS
 
@@ -52,14 +53,14 @@ def check_delta(spark: Any, table: Path) -> None:
 
 @dataclass(frozen=True)
 class DeltaSpark:
-    """A :class:`streaming.sink.Committer` through Spark's ``format`` (``delta``; the tests use
+    """A :class:`streaming.job.sink.Committer` through Spark's ``format`` (``delta``; the tests use
     ``parquet``)."""
 
     spark: Any
     root: Path
     app_id: str
     flat: frozenset[str] = frozenset()
-    """Tables made before they were partitioned (:func:`streaming.sink.flat_tables`)."""
+    """Tables made before they were partitioned (:func:`streaming.job.sink.flat_tables`)."""
     format: str = "delta"
 
     @property
@@ -69,8 +70,6 @@ class DeltaSpark:
     def files(self, name: str, entries: list[dict[str, Any]], batch_id: int, now_ms: int) -> bool:
         from pyspark.sql import functions as F
         from pyspark.sql.pandas.types import from_arrow_schema
-
-        from streaming.sink import table_schema
 
         paths = [self.staging / name / e["path"] for e in entries]
         schema = table_schema(name)
@@ -87,8 +86,6 @@ class DeltaSpark:
 
     def row(self, row: dict[str, Any], batch_id: int) -> None:
         from pyspark.sql.pandas.types import from_arrow_schema
-
-        from streaming.sink import with_timestamps
 
         data = with_timestamps("batches", pa.Table.from_pylist([row], schema=BATCHES))
         frame = self.spark.createDataFrame(data.to_pylist(), from_arrow_schema(data.schema))

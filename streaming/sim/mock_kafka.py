@@ -1,7 +1,7 @@
 """A Kafka-protocol cluster on 127.0.0.1 for tests, benchmarks and demos without Docker:
 librdkafka's mock cluster from the confluent-kafka wheel, hosted in a process of its own.
 
-``python -m streaming.mock_kafka [BROKERS]`` prints ``bootstrap HOST:PORT,...`` and serves until
+``python -m streaming.sim.mock_kafka [BROKERS]`` prints ``bootstrap HOST:PORT,...`` and serves until
 it gets SIGINT (Ctrl-C) or SIGTERM, so it can run in the background (``... &``, then ``kill``).
 Topics are created on first use with 4 partitions; it keeps only about 5 MB per partition, then
 drops the oldest offsets. :func:`mock_cluster` starts it for tests with ``--until-stdin-closes``:
@@ -54,7 +54,7 @@ def mock_cluster_process(brokers: int = 1) -> Iterator[tuple[str, subprocess.Pop
     """:func:`mock_cluster`, also yielding its process (``SIGSTOP`` it to make Kafka hang, as
     behind a network partition, and ``SIGCONT`` to bring it back with its data)."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streaming.mock_kafka", str(brokers), "--until-stdin-closes"],
+        [sys.executable, "-m", "streaming.sim.mock_kafka", str(brokers), "--until-stdin-closes"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -72,7 +72,7 @@ def mock_cluster_process(brokers: int = 1) -> Iterator[tuple[str, subprocess.Pop
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m streaming.mock_kafka", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m streaming.sim.mock_kafka", description=__doc__)
     parser.add_argument("brokers", nargs="?", type=int, default=1)
     parser.add_argument("--until-stdin-closes", action="store_true")
     args = parser.parse_args()

@@ -23,8 +23,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark import TaskContext
 
-from streaming import failpoints
-from streaming.sink import DECISIONS, META, decision_messages, own_schema, write_file
+from streaming.job import failpoints
+from streaming.job.publish import Publisher
+from streaming.job.sink import DECISIONS, META, decision_messages, own_schema, write_file
 from udfs import engine
 from udfs.parse import parse
 
@@ -37,7 +38,7 @@ BATCH_ID = "streaming.sql.batchId"
 
 @dataclass(frozen=True)
 class Publish:
-    """Where a task publishes the decisions it makes (:func:`streaming.sink.decision_messages`)
+    """Where a task publishes the decisions it makes (:func:`streaming.job.sink.decision_messages`)
     as soon as the engine has made them, before it writes its files: a decision then reaches the
     producers without waiting for the files, the state store, the end of the batch's other tasks
     and the driver's commits. A batch that is replayed (after a crash, or a failed task) makes the
@@ -71,7 +72,6 @@ _PUBLISHERS: dict[tuple[Any, ...], Any] = {}
 
 def worker_publisher(conf: tuple[tuple[str, str], ...], outage_timeout_s: float | None) -> Any:
     """One Kafka producer per worker process and setting, kept for the worker's later tasks."""
-    from streaming.kafka import Publisher
 
     key = (conf, outage_timeout_s)
     if key not in _PUBLISHERS:
@@ -92,7 +92,7 @@ def state_function(
     state is one JSON string; there are no timeouts (the engine's clock is event time). A key is
     a cluster, or with ``shards`` > 1 a cluster and a slot (its shard is ``slot % shards``).
     ``flat`` names the tables made before they were partitioned
-    (:func:`streaming.sink.flat_tables`); ``publish``, where the decisions go at once."""
+    (:func:`streaming.job.sink.flat_tables`); ``publish``, where the decisions go at once."""
     root = Path(output)
 
     def advance(

@@ -5,7 +5,7 @@ retained batch (Spark's state data source reads it), the source range of every b
 offsets log), and, since faultline records them, the settings each run started with
 (:data:`RUNS`). ``replay`` takes the state after batch N-1, reads the records of batches N..M
 from the source exactly as logged, and runs the same per-key step as the job
-(:func:`streaming.stateful.run_key`) into tables of its own. It only reads the checkpoint, so a
+(:func:`streaming.job.stateful.run_key`) into tables of its own. It only reads the checkpoint, so a
 read-only copy moved to another machine will do.
 """
 
@@ -24,13 +24,20 @@ from typing import Any, TextIO
 import pandas as pd
 import pyarrow as pa
 
-from streaming.config import JobConfig, load_job_config, masked
+from streaming.config import JobConfig, engine_config, load_job_config
+from streaming.job import sink
+from streaming.job.checkpoint import batch_ids, check_source, read_runs
+from streaming.job.progress import iso
+from streaming.job.query import QUERY_NAME
+from streaming.job.session import python_env
+from streaming.job.sources.files import FilesReader
+from streaming.job.sources.files import read_slice as read_file
+from streaming.job.sources.kafka import KafkaReader, read_slice
+from streaming.job.sources.simulator import simulator_folder
+from streaming.job.stateful import run_key
+from streaming.job.summary import isolation_windows
+from udfs import engine
 from udfs.errors import FaultlineError
-
-RUNS = "faultline-runs.jsonl"
-"""One line per start of the job whose settings differ from the previous start's:
-``{"from_batch": N, "settings": {...}}`` (Kafka secrets masked)."""
-
 
 FIXED = (
     "source",
@@ -49,40 +56,6 @@ class ReplayError(FaultlineError):
     """A replay cannot be done as asked; the message says what is missing and what there is."""
 
 
-def record_run(config: JobConfig, checkpoint: Path) -> None:
-    """Append the settings of this start to the checkpoint's :data:`RUNS`, from the next batch on
-    (unchanged settings add nothing)."""
-    settings = _settings(config)
-    runs = _read_runs(checkpoint)
-    if runs and runs[-1][1] == settings:
-        return
-    committed = _batch_ids(checkpoint / "commits")
-    line = {"from_batch": max(committed, default=-1) + 1, "settings": settings}
-    checkpoint.mkdir(parents=True, exist_ok=True)
-    with (checkpoint / RUNS).open("a") as fh:
-        fh.write(json.dumps(line, sort_keys=True) + "\n")
-
-
-def _settings(config: JobConfig) -> dict[str, Any]:
-    data = config.model_dump(mode="json")
-    data["kafka_options"] = masked(data["kafka_options"])
-    return data
-
-
-def _read_runs(checkpoint: Path) -> list[tuple[int, dict[str, Any]]]:
-    path = checkpoint / RUNS
-    if not path.exists():
-        return []
-    lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
-    return [(int(x["from_batch"]), x["settings"]) for x in lines]
-
-
-def _batch_ids(folder: Path) -> list[int]:
-    if not folder.is_dir():
-        return []
-    return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit())
-
-
 # --- a checkpoint, read-only ----------------------------------------------------------------------
 
 
@@ -95,17 +68,16 @@ class Checkpoint:
 
     @classmethod
     def open(cls, given: str | Path) -> Checkpoint:
-        from streaming.job import QUERY_NAME
 
         path = Path(given)
         if (path / QUERY_NAME).is_dir():
             path = path / QUERY_NAME
         if not (path / "offsets").is_dir():
             raise ReplayError(f"{given}: not a faultline checkpoint (no offsets log in it)")
-        committed = _batch_ids(path / "commits")
+        committed = batch_ids(path / "commits")
         if not committed:
             raise ReplayError(f"{given}: the checkpoint has no committed batch yet")
-        return cls(path, committed, _read_runs(path))
+        return cls(path, committed, read_runs(path))
 
     @property
     def last(self) -> int:
@@ -148,7 +120,6 @@ def read_states(spark: Any, ck: Checkpoint, batch: int) -> dict[tuple[Any, ...],
         )
     rows = spark.read.format("statestore").option("batchId", batch).load(str(ck.path)).collect()
     states = {tuple(r["key"]): r["value"]["groupState"]["state"] for r in rows if r["value"]}
-    from udfs import engine
 
     for text in states.values():
         try:
@@ -168,8 +139,6 @@ def batch_records(
     read from the source range the checkpoint logged for it."""
     end = ck.offsets(batch)
     if config.source == "kafka":
-        from streaming.kafka import KafkaReader, read_slice
-
         options = {
             "kafka.bootstrap.servers": str(config.kafka_bootstrap),
             "failOnDataLoss": "true",
@@ -191,9 +160,6 @@ def batch_records(
         reader.stop()
         parts: Iterator[pa.RecordBatch] = (b for p in slices for b in read_slice(p))
     else:
-        from streaming.sources import FilesReader
-        from streaming.sources import read_slice as read_file
-
         assert folder is not None
         reader_f = FilesReader({"path": str(folder)})
         start = ck.offsets(batch - 1) if batch > 0 else reader_f.initialOffset()
@@ -233,9 +199,6 @@ def replay(
 ) -> list[dict[str, Any]]:
     """Batches ``first..last`` into tables under ``output``; returns each batch's counts.
     ``spark`` makes the session that reads the state (not needed from batch 0)."""
-    from streaming import sink
-    from streaming.job import engine_config
-    from streaming.stateful import run_key
 
     shards = config.stateful_shards
     states = read_states(spark(), ck, first - 1) if first > 0 else {}
@@ -270,7 +233,6 @@ def _keys(
 ) -> list[tuple[tuple[Any, ...], Any]]:
     """The operator's keys of a cluster, with the shard each one is: the slots of the state
     where the cluster has one, else the shard numbers themselves."""
-    from udfs import engine
 
     if shards == 1:
         return [((cluster,), engine.WHOLE)]
@@ -284,7 +246,6 @@ def _keys(
 def describe(states: Mapping[tuple[Any, ...], str], batch: int, out: TextIO) -> None:
     """The operator state after ``batch``, per cluster: the clock, the brokers isolated in each
     scope and until when, the messages waiting per delay level, the routes and heartbeats."""
-    from udfs import engine
 
     merged: dict[str, list[engine.State]] = {}
     for key, text in sorted(states.items()):
@@ -293,7 +254,7 @@ def describe(states: Mapping[tuple[Any, ...], str], batch: int, out: TextIO) -> 
     for cluster, parts in merged.items():
         lead = parts[0]  # every shard has the same clock, routes and heartbeats
         clock = lead.clock
-        print(f"\ncluster {cluster}: clock {_iso(clock)} ({clock})", file=out)
+        print(f"\ncluster {cluster}: clock {iso(clock)} ({clock})", file=out)
         for scope in ("cluster", "producer"):
             isolated = sorted(
                 i
@@ -304,7 +265,7 @@ def describe(states: Mapping[tuple[Any, ...], str], batch: int, out: TextIO) -> 
             print(f"  isolated, {scope} scope: {len(isolated) or 'none'}", file=out)
             for i in isolated:
                 who = "" if scope == "cluster" else f"{i.key}: "
-                print(f"    {who}{i.broker} until {_iso(i.until)} (cause {i.cause})", file=out)
+                print(f"    {who}{i.broker} until {iso(i.until)} (cause {i.cause})", file=out)
         waiting = {
             int(level): len(queue)
             for part in parts
@@ -318,22 +279,14 @@ def describe(states: Mapping[tuple[Any, ...], str], batch: int, out: TextIO) -> 
             print(f"  route {topic}: {brokers}", file=out)
         for broker, hb in sorted(lead.heartbeats.items()):
             state = "dropped from the route" if hb.expired else "in the route"
-            print(f"  heartbeat {broker}: last {_iso(hb.last)}, {state}", file=out)
+            print(f"  heartbeat {broker}: last {iso(hb.last)}, {state}", file=out)
         known = set().union(*(part.producers for part in parts))
         print(f"  producers known: {len(known)}", file=out)
-
-
-def _iso(ms: int | None) -> str:
-    from streaming.job import _iso as iso
-
-    return iso(ms)
 
 
 def spark_session() -> Any:
     """A local session to read the state with (the state data source needs no executors)."""
     from pyspark.sql import SparkSession
-
-    from streaming.job import python_env
 
     python_env(local=True)
     spark = (
@@ -372,9 +325,8 @@ def replay_command(args: Any, out: TextIO = sys.stdout) -> int:
             file=out,
         )
         base, whatif = load_job_config(args.config, _sets(args.set)), None
-        from streaming.job import _check_source
 
-        _check_source(base, ck.path)  # the settings name this checkpoint's source and keys
+        check_source(base, ck.path)  # the settings name this checkpoint's source and keys
     else:
         changes = {**_yaml(args.config), **_sets(args.set)}
         fixed = sorted(k for k in FIXED if k in changes and changes[k] != recorded.get(k))
@@ -444,8 +396,6 @@ def _source_folder(
     elif config.source == "files":
         folder = Path(str(config.path))
     else:
-        from streaming.job import simulator_folder
-
         folder = simulator_folder(config, output / "_simulator_source")
     if not folder.is_dir():
         raise ReplayError(
@@ -474,7 +424,6 @@ def print_difference(
 ) -> None:
     """Decisions added, removed and changed per broker and scope, and isolated time per broker,
     between the replay with the job's settings and the one with the what-if settings."""
-    from streaming.job import isolation_windows
 
     changed = {
         k: (v, getattr(whatif, k))

@@ -1,5 +1,5 @@
-"""The dashboard's page: Dash lays out what :class:`~streaming.dashboard.data.Model` holds, with
-Plotly charts, and refreshes it on a timer."""
+"""The dashboard's page: Dash lays out what :class:`~streaming.tools.dashboard.data.Model` holds,
+with Plotly charts, and refreshes it on a timer."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from dash import Dash, Input, Output, State, ctx, dcc, html, no_update
 
-from streaming import explain
-from streaming.dashboard.data import Model, TablesError
+from streaming.tools import explain
+from streaming.tools.dashboard.data import Model, TablesError
 
 log = logging.getLogger("faultline.dashboard")
 

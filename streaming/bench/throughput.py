@@ -5,7 +5,7 @@ batches one by one: where the time went (source and shuffle, handing the records
 operator, parse, stateful engine, file writes, Delta commit), the bytes of state written and the
 rows written per table (a regression in either shows there). The last line is the steady ratio.
 
-    python -m streaming.bench [--source files|kafka] [--scenario default] [--repeat 4]
+    python -m streaming.bench.throughput [--source files|kafka] [--scenario default] [--repeat 4]
                               [--speed 1] [--batch 50000] [--shards 1] [--floor [read]]
                               [--state-store hdfs|rocksdb] [--retain N] [--fuzzed SHARE]
 
@@ -28,7 +28,7 @@ ceiling for any job that parses them. ``--state-store rocksdb`` runs the job wit
 ``state_store: rocksdb``, and ``--retain N`` with ``min_batches_to_retain: N``; the line before
 the last two gives Spark's state store commit time, the state's memory and the checkpoint's size
 on disk after the run (and every 10 batches, from 20 batches on).
-``--fuzzed 0.6`` makes that share of the records fuzzed (:mod:`streaming.fuzz`, mutants of the
+``--fuzzed 0.6`` makes that share of the records fuzzed (:mod:`streaming.sim.fuzz`, mutants of the
 scenario's events mixed among them), runs the pass-through and the full job on them, then the
 full job once more on the clean events alone, and ends with the steady ratio of the full job's
 records/s on the fuzzed input to that on the clean.
@@ -50,13 +50,25 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from streaming.config import load_job_config, load_scenario
+from streaming.job import sink
+from streaming.job.progress import Progress
+from streaming.job.publish import Publisher
+from streaming.job.query import build_query, raw_records
+from streaming.job.session import spark_session
+from streaming.job.sink import META
+from streaming.job.sources.files import list_files
+from streaming.job.stateful import arrow_on_every_core, worker_publisher
+from streaming.sim.fuzz import CORE, mixed_stream
+from streaming.sim.mock_kafka import mock_cluster
+from streaming.sim.simulator import simulate, write_jsonl
+from udfs.parse import read_typed
+
 KAFKA_TOPICS = 8
 """The mock cluster keeps about 5 MB per partition and makes 4 per topic: spread the load."""
 
 
 def _publish(folder: Path, bootstrap: str) -> None:
-    from streaming.kafka import Publisher
-    from streaming.sources import list_files
 
     publisher = Publisher({"bootstrap.servers": bootstrap})
     for path in list_files(folder):
@@ -71,9 +83,7 @@ def _events(
 ) -> int:
     """The scenario's events, repeated with shifted ids and played ``speed`` times as fast, as
     JSON-lines files; with ``fuzzed`` that share of the records are mutants of them (placed as
-    :func:`streaming.fuzz.mixed_stream` does for micro-batches of ``batch``), in one file."""
-    from streaming.config import load_scenario
-    from streaming.simulator import simulate, write_jsonl
+    :func:`streaming.sim.fuzz.mixed_stream` does for micro-batches of ``batch``), in one file."""
 
     events = simulate(load_scenario(scenario))
     t0 = events[0]["event_time"]
@@ -86,7 +96,6 @@ def _events(
     if not fuzzed:
         write_jsonl(out, folder)
         return len(out)
-    from streaming.fuzz import CORE, mixed_stream
 
     records, _ = mixed_stream(out, round(len(out) * fuzzed / (1 - fuzzed)), CORE, batch)
     folder.mkdir(parents=True, exist_ok=True)
@@ -161,14 +170,10 @@ def floor(
     Kafka settings and the decisions topic) it also publishes the least a decision takes: each
     broker a send failed on (``REMOTING_EXCEPTION``) as isolated at the cluster scope, one
     message per broker, found by a substring search and read with ``json`` (the floor of
-    :mod:`streaming.latency`)."""
+    :mod:`streaming.bench.latency`)."""
     import pandas as pd
     import pyarrow as pa
     import pyarrow.compute as pc
-
-    from streaming.sink import META
-    from streaming.stateful import arrow_on_every_core, worker_publisher
-    from udfs.parse import read_typed
 
     def nothing(key: Any, frames: Any, state: Any) -> Any:
         arrow_on_every_core()  # as the job's operator does
@@ -249,7 +254,6 @@ def _job(
     """The job (or ``at_floor`` its query with a stateful function that does nothing, or with
     ``read`` only reads the records) run to the end of ``folder``: each batch's figures, the
     query, the checkpoint's size per batch."""
-    from streaming import job, sink
 
     output.mkdir(parents=True, exist_ok=True)
     sink.create_tables(output)
@@ -260,13 +264,13 @@ def _job(
         batches.append(batch)
         sizes[int(batch["batch_id"])] = _bytes(checkpoint)
 
-    query = job.build_query(
+    query = build_query(
         spark,
         config,
         folder,
         output,
         checkpoint,
-        job.Progress(),
+        Progress(),
         on_batch=on_batch,
         operator=floor(read=at_floor == "read") if at_floor else None,
     )
@@ -324,9 +328,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.fuzzed and args.source != "files":
         parser.error("--fuzzed compares against the clean events with --source files only")
 
-    from streaming import job
-    from streaming.config import load_job_config
-
     work = Path(tempfile.mkdtemp(prefix="faultline-bench-"))
     cluster = ExitStack()
     try:
@@ -334,8 +335,6 @@ def main(argv: list[str] | None = None) -> int:
         total = _events(args.scenario, args.repeat, folder, args.speed, args.fuzzed, args.batch)
         settings: dict[str, Any] = {"source": "files", "path": str(folder)}
         if args.source == "kafka":
-            from streaming.mock_kafka import mock_cluster
-
             bootstrap = cluster.enter_context(mock_cluster())
             _publish(folder, bootstrap)
             settings = {"source": "kafka", "kafka_bootstrap": bootstrap, "topic": None}
@@ -354,8 +353,8 @@ def main(argv: list[str] | None = None) -> int:
                 "once": True,
             },
         )
-        spark = job._spark(config, work / "job")
-        passthrough = _passthrough(spark, job._source(spark, config, folder), work / "pt")
+        spark = spark_session(config, work / "job")
+        passthrough = _passthrough(spark, raw_records(spark, config, folder), work / "pt")
         batches, query, sizes = _job(spark, config, folder, work / "job", work / "ck", args.floor)
         full = [(b["seconds"], int(b["input"])) for b in batches]
         fuzzed = f", {args.fuzzed:.0%} of them fuzzed" if args.fuzzed else ""

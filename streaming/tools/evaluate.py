@@ -7,7 +7,7 @@ Every producer of the scenario is run under each strategy in turn (same seed, sa
 - ``own (rocketmq-4.9)``: RocketMQ 4.9.7 with the switch on;
 - ``faultline``: as ``own``, also avoiding what the cluster scope's decisions isolate, read
   ``decision_delay`` after each decision's event time from the engine running on the events as
-  they happen (:class:`streaming.simulator.Loop`). It is never worse off than ``own``: the gain
+  they happen (:class:`streaming.sim.simulator.Loop`). It is never worse off than ``own``: the gain
   comes from the producers that have not failed on a sick broker themselves yet;
 - ``own (4.9) + faultline``: RocketMQ 4.9.7 with the switch on, also following faultline (the
   deployment a user of 4.9 would choose);
@@ -46,8 +46,15 @@ import numpy as np
 import pyarrow.compute as pc
 
 from streaming.client import decision_state, held_until, publish_order
-from streaming.config import ProducerSpec, Scenario
-from streaming.simulator import Loop, Record, simulate
+from streaming.config import (
+    ProducerSpec,
+    Scenario,
+    duration_flag,
+    engine_config,
+    load_job_config,
+    load_scenario,
+)
+from streaming.sim.simulator import Loop, Record, simulate
 from udfs import engine
 from udfs.errors import ConfigError
 from udfs.parse import parse
@@ -600,8 +607,6 @@ def plot(path: Path, scenario: Scenario, results: dict[int, dict[str, Figures]])
 
 
 def evaluate_command(args: Any, out: TextIO = sys.stdout) -> int:
-    from streaming.config import duration_flag, load_job_config, load_scenario
-    from streaming.job import engine_config
 
     scenario = load_scenario(args.scenario)
     delays = sorted(

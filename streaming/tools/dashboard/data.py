@@ -31,9 +31,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from streaming import explain
 from streaming.client import POLICY_STATES, decision_state
-from streaming.sink import table_format, table_schema
+from streaming.job.sink import table_format, table_schema
+from streaming.tools import explain
 from udfs.errors import FaultlineError
 from udfs.rocketmq import PROFILES, Outcome
 from udfs.schema import BATCHES, TABLE_FORMAT, TABLES, TIME_COLUMNS

@@ -1,7 +1,6 @@
-"""Kafka in and out, with confluent-kafka (librdkafka).
-
-In: a Spark Python Data Source, ``format("faultline-kafka")``, with the option names of Spark's
-own Kafka source: ``kafka.bootstrap.servers``, ``subscribe`` or ``subscribePattern``,
+"""The Kafka source: a Spark Python Data Source reading with confluent-kafka (librdkafka),
+``format("faultline-kafka")``, with the option names of Spark's own Kafka source:
+``kafka.bootstrap.servers``, ``subscribe`` or ``subscribePattern``,
 ``startingOffsets`` (``earliest``, ``latest`` or JSON ``{"topic": {"0": 42}}`` with -2 for
 earliest and -1 for latest), ``maxOffsetsPerTrigger``, ``failOnDataLoss``, and ``kafka.*`` handed
 to the client (SASL/SSL settings, under librdkafka's names). The offset is
@@ -9,19 +8,13 @@ to the client (SASL/SSL settings, under librdkafka's names). The offset is
 assigned at its start offset, so a restart re-reads exactly the logged ranges. ``maxReadTasks``
 (default: one per partition) groups the ranges into at most that many read tasks.
 ``outageTimeout`` (ms; default none: forever) bounds how long the reader waits for a Kafka that
-stops answering (:mod:`streaming.outage`).
-
-Out: the sink's commit publishes the cluster scope's broker states and routing tables to compacted
-topics, keyed by broker and by topic, and the redeliveries to their ``kafka_topic``, with an
-idempotent producer, before the batch's Delta commits; it waits for a Kafka that stops
-answering as the reader does.
+stops answering (:mod:`streaming.job.outage`).
 """
 
 from __future__ import annotations
 
 import json
 import re
-import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -31,7 +24,8 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
-from streaming.outage import PREFIX, KafkaIOError, KafkaUnreachable, Patience, quiet
+from streaming.job.outage import PREFIX, KafkaIOError, KafkaUnreachable, Patience, quiet
+from streaming.job.publish import METADATA_TIMEOUT_S, RETRY_S, check_reachable, client_conf
 from udfs.parse import cluster_keys
 
 RAW_SCHEMA = "value string, origin string, ingest_ms bigint, lost bigint, key string"
@@ -45,42 +39,6 @@ _RAW_ARROW = pa.schema(
     ]
 )
 EARLIEST, LATEST = -2, -1
-METADATA_TIMEOUT_S = 10.0
-RETRY_S = 1.0
-"""Pause between two attempts to reach a Kafka that did not answer."""
-
-
-def client_conf(options: Mapping[str, str]) -> dict[str, str]:
-    """librdkafka settings from the ``kafka.*`` options."""
-    conf = {k[len("kafka.") :]: v for k, v in options.items() if k.startswith("kafka.")}
-    if not conf.get("bootstrap.servers"):
-        raise KafkaIOError(f"{PREFIX} the option kafka.bootstrap.servers is required")
-    return conf
-
-
-def check_reachable(conf: Mapping[str, str], timeout: float = METADATA_TIMEOUT_S) -> None:
-    """Fail fast, with one line, when no broker answers."""
-    from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient
-
-    errors: list[str] = []
-    # errors reach us through error_cb; librdkafka's own log lines would repeat them on stderr
-    settings: dict[str, Any] = {
-        **conf,
-        "error_cb": lambda e: errors.append(str(e)),
-        "log_level": 2,
-    }
-    admin = AdminClient(settings)
-    try:
-        admin.list_topics(timeout=timeout)
-    except KafkaException as exc:
-        seen = errors[-1] if errors else str(exc.args[0])
-        raise KafkaUnreachable(
-            f"{PREFIX} cannot reach {conf.get('bootstrap.servers')} within {timeout:g} s: {seen}"
-        ) from None
-
-
-# --- the source -----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -432,128 +390,3 @@ class KafkaSource(DataSource):
 
 
 # --- publishing -----------------------------------------------------------------------------------
-
-
-Message = tuple[str, bytes | str, str | None]
-"""topic, value, key"""
-
-
-class Publisher:
-    """An idempotent producer. :meth:`deliver` waits for a Kafka that does not answer (at most
-    ``outage_timeout_s``); :meth:`flush` raises when any message was not delivered."""
-
-    def __init__(self, conf: Mapping[str, str], outage_timeout_s: float | None = None) -> None:
-        from confluent_kafka import Producer
-
-        self.server = str(conf.get("bootstrap.servers"))
-        self.outage_timeout_s = outage_timeout_s
-        self.failures: list[str] = []
-        self.transient = True
-        """Whether every failure since the last :meth:`deliver` attempt is worth waiting out."""
-        self.delivered = 0
-        self.cancelled = threading.Event()
-        self.producer = Producer(
-            {
-                "linger.ms": 20,
-                "message.timeout.ms": 30_000,
-                "compression.type": "lz4",  # JSON shrinks about fivefold
-                "log_level": 2,  # a lost connection is the outage watch's to report, once
-                **conf,
-                "enable.idempotence": True,
-                "error_cb": self._error,
-            }
-        )
-
-    def _error(self, error: Any) -> None:
-        if error.fatal():
-            self.failures.append(str(error))
-            self.transient = False
-
-    def _delivered(self, error: Any, message: Any) -> None:
-        if error is None:
-            self.delivered += 1
-            return
-        self.failures.append(f"{message.topic()}: {error}")
-        self.transient = self.transient and _transient(error)
-
-    def deliver(self, messages: Iterable[Message]) -> int:
-        """Send ``messages`` and wait until Kafka has every one. While Kafka does not answer this
-        waits, at most ``outage_timeout_s``; when some failed for a reason worth waiting out (a
-        timeout, a lost connection), all are sent again, in order, so the last message per key
-        stays the latest (a message may then be on Kafka twice: at least once). Raises
-        :class:`KafkaIOError` on any other failure, at the timeout, or once :meth:`cancel` is
-        called; what is not delivered then is dropped. Returns the number of messages."""
-        batch = list(messages)
-        patience = Patience(self.server, self.outage_timeout_s)
-        try:
-            while True:
-                self.failures.clear()
-                self.transient = True
-                for topic, value, key in batch:
-                    self.send(topic, value, key)
-                done = self.delivered
-                while self.producer.flush(RETRY_S) > 0:
-                    self._check_cancelled()
-                    if self.delivered == done:
-                        patience.failed("publishing")
-                    else:
-                        patience.ok()
-                        done = self.delivered
-                if not self.failures:
-                    return len(batch)
-                if not self.transient:
-                    raise KafkaIOError(f"{PREFIX} publishing failed: {self.failures[0]}")
-                self._check_cancelled()
-                patience.failed("publishing")
-                self.cancelled.wait(RETRY_S)
-        except KafkaIOError:
-            self.producer.purge()
-            self.producer.flush(0)
-            raise
-
-    def _check_cancelled(self) -> None:
-        if self.cancelled.is_set():
-            raise KafkaIOError(f"{PREFIX} publishing stopped: the job is stopping")
-
-    def cancel(self) -> None:
-        """Make a :meth:`deliver` that waits for Kafka give up (the job is being stopped)."""
-        self.cancelled.set()
-
-    def send(self, topic: str, value: bytes | str, key: str | None = None) -> None:
-        while True:
-            try:
-                self.producer.produce(topic, value=value, key=key, on_delivery=self._delivered)
-                break
-            except BufferError:  # the local queue is full: let deliveries drain it
-                self.producer.poll(0.1)
-        self.producer.poll(0)
-
-    def close(self) -> None:
-        """Deliver what is queued, then stop the client's threads and connections."""
-        self.producer.close()
-
-    def flush(self, timeout: float = 60.0) -> None:
-        left = self.producer.flush(timeout)
-        if left or self.failures:
-            reason = self.failures[0] if self.failures else f"{left} messages not delivered"
-            raise KafkaIOError(f"{PREFIX} publishing failed: {reason}")
-
-
-def _transient(error: Any) -> bool:
-    from confluent_kafka import KafkaError as Error
-
-    waits = (Error._MSG_TIMED_OUT, Error._TIMED_OUT, Error._TRANSPORT, Error._ALL_BROKERS_DOWN)
-    return bool(error.retriable()) or error.code() in waits
-
-
-def publish_events(events: Iterable[Mapping[str, Any]], conf: Mapping[str, str], topic: str) -> int:
-    """``faultline simulate --kafka-bootstrap``: each event as JSON, keyed by its cluster, so a
-    cluster's events keep their order in one partition."""
-    publisher = Publisher(conf)
-    count = 0
-    for event in events:
-        value = json.dumps(event, separators=(",", ":"))
-        publisher.send(topic, value, key=str(event.get("cluster", "default")))
-        count += 1
-    publisher.flush()
-    return count

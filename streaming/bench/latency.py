@@ -1,10 +1,10 @@
 """Decision latency: from a broker's first failing send result reaching Kafka to its isolation
 on the decisions topic, with the real job running continuously.
 
-    python -m streaming.latency [--rate 20000] [--seconds 30] [--brokers 8] [--trigger 500ms]
+    python -m streaming.bench.latency [--rate 20000] [--seconds 30] [--brokers 8] [--trigger 500ms]
                                 [--every 3] [--incidents N] [--set KEY=VALUE ...] [--floor]
 
-It starts librdkafka's mock cluster (:func:`streaming.mock_kafka.mock_cluster`) and the job in a
+It starts librdkafka's mock cluster (:func:`streaming.sim.mock_kafka.mock_cluster`) and the job in a
 process of its own (``python -m streaming.cli run --config job.yaml``, its settings in that file
 under a temporary folder: the Kafka source, ``trigger_interval`` and any ``--set``), waits for
 the job's first committed micro-batch, then publishes send results at ``--rate`` events per
@@ -27,7 +27,7 @@ numbers depend on the machine, which runs the job, the mock cluster and the publ
 
 ``--floor`` measures the least latency the machine allows: the same job, query, publisher and
 cluster, with a stateful function that only publishes each broker a send failed on as isolated
-(:func:`streaming.bench.floor`: no parsing, no RocketMQ rules, no files).
+(:func:`streaming.bench.throughput.floor`: no parsing, no RocketMQ rules, no files).
 """
 
 from __future__ import annotations
@@ -53,6 +53,13 @@ from typing import Any
 
 import numpy as np
 import yaml
+
+from streaming.bench.throughput import floor
+from streaming.config import load_job_config
+from streaming.job.publish import Publisher
+from streaming.job.run import run
+from streaming.sim.mock_kafka import mock_cluster
+from udfs.errors import ConfigError
 
 CLUSTER = "LatencyCluster"
 EVENTS_TOPIC = "faultline.events"
@@ -352,7 +359,7 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m streaming.latency",
+        prog="python -m streaming.bench.latency",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -386,7 +393,7 @@ def _parser() -> argparse.ArgumentParser:
         "--floor",
         action="store_true",
         help="run the job's query with a stateful function that only isolates the brokers a "
-        "send failed on (streaming.bench.floor): the least latency this machine allows",
+        "send failed on (streaming.bench.throughput.floor): the least latency this machine allows",
     )
     parser.add_argument("--floor-job", help=argparse.SUPPRESS)  # the floor's job process
     return parser
@@ -394,7 +401,6 @@ def _parser() -> argparse.ArgumentParser:
 
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
     """The job's YAML settings; raises ConfigError naming the key when one is wrong."""
-    from streaming.config import load_job_config
 
     settings: dict[str, Any] = {"trigger_interval": yaml.safe_load(args.trigger)}
     for item in args.set:
@@ -420,7 +426,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     if args.every <= args.fail_for:
         raise SystemExit("latency: --every must be longer than --fail-for")
-    from udfs.errors import ConfigError
 
     try:
         settings = _settings(args)
@@ -439,7 +444,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"latency: a broker would fail again while still isolated ({ISOLATION_MS} ms after "
             "its last failure): raise --brokers or --every, or lower --incidents"
         )
-    from streaming.mock_kafka import mock_cluster
 
     work = Path(tempfile.mkdtemp(prefix="faultline-latency-"))
     try:
@@ -451,10 +455,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _floor_job(path: str) -> int:
     """The job of ``--floor``, in a process of its own, as ``faultline run`` would run it but
-    with :func:`streaming.bench.floor` as its stateful function."""
-    from streaming.bench import floor
-    from streaming.config import load_job_config
-    from streaming.job import run
+    with :func:`streaming.bench.throughput.floor` as its stateful function."""
 
     config = load_job_config(path)
     isolate = (tuple(sorted(config.kafka_conf().items())), config.decisions_topic)
@@ -468,7 +469,6 @@ def _measure(
     bootstrap: str,
     work: Path,
 ) -> int:
-    from streaming.kafka import Publisher
 
     decisions_topic = str(settings.get("decisions_topic", "faultline.decisions"))
     if not decisions_topic:
@@ -484,7 +484,7 @@ def _measure(
     publisher.flush()
     command = [sys.executable, "-m", "streaming.cli", "run", "--config", str(config)]
     if args.floor:
-        command = [sys.executable, "-m", "streaming.latency", "--floor-job", str(config)]
+        command = [sys.executable, "-m", "streaming.bench.latency", "--floor-job", str(config)]
     floor = "; the floor: the job's query with an operator that only isolates"
     print(
         f"latency: mock Kafka at {bootstrap}; job settings {settings}; job log {log_path}"

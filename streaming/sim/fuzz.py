@@ -1,5 +1,5 @@
-"""Fuzzed records, for the tests and for ``streaming.bench --fuzzed``: random mutations of valid
-events, mixed into a valid stream.
+"""Fuzzed records, for the tests and for ``streaming.bench.throughput --fuzzed``: random
+mutations of valid events, mixed into a valid stream.
 
 A :class:`Palette` (odd values, odd texts, a seed; the tests have hypothesis draw it, the
 benchmark uses :data:`CORE`) is expanded by :func:`mixed_stream` with a seeded

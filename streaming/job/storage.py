@@ -3,7 +3,7 @@ do, wherever it happens (a task's Parquet file, a Delta commit, Spark's checkpoi
 
 Nothing is lost when it happens: a batch whose files or commits fail is not in Spark's commit log,
 so the next run replays it, deletes what the failed attempt left and commits it once (see
-:mod:`streaming.sink`)."""
+:mod:`streaming.job.sink`)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """The engine alone: what a key's step costs without Spark, one process, no contention.
 
 Simulates a scenario (``--repeat`` copies one after another, played ``--speed`` times as fast, as
-:mod:`streaming.bench` does), parses it in batches of ``--batch`` records, and runs each batch
-through the state codec and :func:`udfs.engine.advance`, as the operator does: first as one key
-doing all of the cluster's work, then as ``--shards`` keys splitting it (``stateful_shards``).
+:mod:`streaming.bench.throughput` does), parses it in batches of ``--batch`` records, and runs each
+batch through the state codec and :func:`udfs.engine.advance`, as the operator does: first as one
+key doing all of the cluster's work, then as ``--shards`` keys splitting it (``stateful_shards``).
 Each figure is the least CPU time over ``--runs`` runs (the machine is noisy; the least is the
 cost the work itself sets). Prints, per batch: the events, the whole step's seconds (of which
 the state's decoding and encoding), the state's bytes, then each shard's seconds and the slowest
@@ -12,7 +12,7 @@ batch smaller than the first); then the lead shard owning no producer (the clust
 which no split of the producers takes off it: the least the slowest shard can cost); last, the
 largest steady state by part (:func:`udfs.engine.footprint`).
 
-    python -m streaming.bench_engine [--scenario fleet-1000] [--repeat 1] [--speed 1]
+    python -m streaming.bench.engine [--scenario fleet-1000] [--repeat 1] [--speed 1]
                                      [--batch 50000] [--shards 2] [--runs 3]
 
 Parsing is left out: every shard parses every record (the Spark benchmark shows its cost)."""
@@ -30,10 +30,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from streaming import bench
-from streaming.config import load_job_config
-from streaming.job import engine_config
-from streaming.sources import list_files
+from streaming.bench import throughput as bench
+from streaming.config import engine_config, load_job_config
+from streaming.job.sources.files import list_files
 from udfs import engine
 from udfs.parse import parse
 

@@ -8,7 +8,7 @@ hours over two days. A read is what a dashboard or a SQL user does on arrival: o
 files' statistics and the ``event_date`` partitions let it skip the rest). Prints, per row, the
 commits, the files the table holds, the seconds to build it and the median seconds of a read.
 
-    python -m streaming.bench_tables --commits 100 10000
+    python -m streaming.bench.tables --commits 100 10000
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from pathlib import Path
 import pyarrow as pa
 from deltalake import DeltaTable
 
-from streaming import sink
 from streaming.config import MaintenanceConfig
-from streaming.maintain import maintain_table, table_properties
+from streaming.job import sink
+from streaming.job.maintain import maintain_table, table_properties
 from udfs.schema import TABLES
 
 T0 = 1_795_305_000_000  # 2026-11-21 23:50:00 UTC

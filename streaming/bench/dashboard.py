@@ -1,6 +1,6 @@
 """How long the dashboard takes to read and draw a large output.
 
-    python -m streaming.dashboard.bench [--rows 10000000] [--hours 24] [--brokers 16]
+    python -m streaming.bench.dashboard [--rows 10000000] [--hours 24] [--brokers 16]
 
 Writes a synthetic output folder (``fault_items`` with ``--rows`` rows in files of 50,000, half of
 them in the cluster scope, spread over ``--hours`` of event time; decisions, routing decisions
@@ -23,8 +23,8 @@ import plotly
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-from streaming.dashboard.app import Page, sections
-from streaming.sink import create_tables, own_schema, stored
+from streaming.job.sink import create_tables, own_schema, stored
+from streaming.tools.dashboard.app import Page, sections
 from udfs.schema import BATCHES
 
 T0 = 1_795_255_200_000

@@ -12,6 +12,7 @@ from typing import Any, TextIO
 import pyarrow.compute as pc
 
 from streaming.client import POLICY_STATES, publish_order
+from streaming.tools import routing_tables
 from udfs.errors import FaultlineError
 from udfs.rocketmq import PROFILES
 
@@ -188,7 +189,6 @@ def _routing_tables(
 ) -> list[dict[str, Any]]:
     """The producer's routing table at ``at`` of each topic whose table names the broker
     (selectable or isolated; of every topic when none does): the queues it may select."""
-    from streaming import routing_tables
 
     tables = [
         {k: r[k] for k in ("topic", "effective_at", "cause_event_id", "selectable", "isolated")}

@@ -1,6 +1,6 @@
 """Spark's own view of each micro-batch: a ``StreamingQueryListener`` that logs one line per
 batch and hands the figures to the sink, which writes them into that batch's ``batches`` row
-(:func:`streaming.sink.record_progress`), for the dashboard and for alerting.
+(:func:`streaming.job.sink.record_progress`), for the dashboard and for alerting.
 
 Spark reports a batch's progress after the batch has finished, on its listener thread; the
 figures wait here until the job's own thread writes them, at most every
@@ -14,9 +14,14 @@ import json
 import math
 import threading
 import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from pyspark.sql.streaming.listener import StreamingQueryListener
+
+from streaming.client import decision_state, publish_order
+from streaming.job.outage import PREFIX
 
 PROGRESS_COLUMNS = (
     "input_rows_per_second",
@@ -108,3 +113,54 @@ class BatchProgress(StreamingQueryListener):
             self._taken = time.monotonic()
             rows, self._rows = self._rows, []
         return rows
+
+
+@dataclass
+class Progress:
+    """What the sink reports back to the driver's progress display."""
+
+    batches: int = 0
+    rows: int = 0
+    last: dict[str, Any] = field(default_factory=dict)
+    isolated: dict[tuple[str, str], int] = field(default_factory=dict)
+    started: float = field(default_factory=time.time)
+    error: str | None = None
+    """The one-line reason a batch failed, read from the full error where Spark still has it."""
+
+
+def track_isolation(decisions: list[dict[str, Any]], progress: Progress) -> None:
+    for r in sorted(decisions, key=publish_order):
+        key = (r["scope_key"], r["broker_name"])
+        if r["scope"] != "cluster" or r["decision"].startswith("ROUTE"):
+            continue
+        if decision_state(r["decision"]) == "ISOLATED":
+            progress.isolated[key] = r["available_from"]
+        else:
+            progress.isolated.pop(key, None)
+
+
+def reason(error: str) -> str:
+    """One line out of a Spark error: faultline's own message when there is one."""
+
+    lines = error.strip().splitlines() or ["unknown error"]
+    ours = [line[line.index(PREFIX) :] for line in lines if PREFIX in line]
+    return ours[0] if ours else lines[0]
+
+
+def print_progress(progress: Progress, out: TextIO) -> None:
+    last = progress.last
+    rate = last["input"] / last["seconds"] if last["seconds"] > 0 else 0.0
+    isolated = ", ".join(f"{b} until {iso(u)}" for (_, b), u in sorted(progress.isolated.items()))
+    print(
+        f"batch {last['batch_id']}: {last['input']} records ({rate:,.0f}/s), "
+        f"{last['quarantined']} quarantined, {last['late']} late; clock {iso(last['clock'])}; "
+        f"isolated now: {isolated or 'none'}",
+        file=out,
+        flush=True,
+    )
+
+
+def iso(ms: int | None) -> str:
+    if ms is None:
+        return "-"
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")

@@ -1,0 +1,230 @@
+"""The job's streaming query, in the order a record travels: the source's raw records, keyed by
+cluster (and shard), through the one stateful operator, into the sink's commit of each
+micro-batch."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from streaming.config import JobConfig, engine_config
+from streaming.job import failpoints, sink
+from streaming.job.checkpoint import checkpoint_app_id
+from streaming.job.maintain import maintain, print_reports
+from streaming.job.progress import (
+    PROGRESS_EVERY_S,
+    BatchProgress,
+    Progress,
+    reason,
+    track_isolation,
+)
+from streaming.job.session import state_store_conf
+from streaming.job.sink_spark import DeltaSpark
+from streaming.job.sources.files import FilesSource
+from streaming.job.sources.kafka import KafkaSource
+from streaming.job.stateful import RECORDS, STATE_SCHEMA, Publish, state_function
+from udfs.errors import ConfigError
+
+QUERY_NAME = "faultline"
+
+
+SLOT = "slot"
+SLOT_TRIES = 64
+
+
+def slots(shards: int, partitions: int) -> Any:
+    """Each record's copies, one per shard: the ``slot`` column, exploded. Shard ``i`` of a
+    cluster gets the slot ``i + k * shards`` (the smallest such ``k``) that Spark's hash
+    partitioning puts into task ``hash(cluster) + i`` (modulo the partitions), so a cluster's
+    shards run in different tasks, not wherever the hash of ``(cluster, i)`` happens to fall. The
+    state is stored by the same partitioning; that is why ``shuffle_partitions`` is fixed for a
+    checkpoint. The engine reads the shard back as ``slot % shards``."""
+    from pyspark.sql import functions as F
+
+    return F.explode(
+        F.expr(
+            f"transform(sequence(0, {shards - 1}), i -> coalesce(array_min(filter("
+            f"transform(sequence(0, {SLOT_TRIES - 1}), k -> i + k * {shards}), "
+            f"s -> pmod(hash(key, s), {partitions}) = pmod(hash(key) + i, {partitions}))), i))"
+        )
+    )
+
+
+def build_query(
+    spark: Any,
+    config: JobConfig,
+    folder: Path | None,
+    output: Path,
+    checkpoint: Path,
+    progress: Progress,
+    on_batch: Callable[[dict[str, Any]], None] | None = None,
+    publisher: Any = None,
+    operator: Callable[..., Any] | None = None,
+    listener: BatchProgress | None = None,
+) -> Any:
+    """The job's streaming query, started. ``publisher`` (a :class:`streaming.kafka.Publisher`)
+    receives the decisions and redeliveries of each batch; None publishes nothing. ``operator``
+    replaces the stateful function (the benchmark's floor). ``listener``'s progress rows are
+    written into ``batches`` as they come."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    app_id = checkpoint_app_id(checkpoint)
+    flat = sink.flat_tables(output)
+    committer: sink.Committer = sink.DeltaRs(output, app_id)
+    files_root = output  # where the tasks write the tables' files
+    if config.sink == "delta-spark":
+        committer = DeltaSpark(spark, output, app_id, flat)
+        files_root = committer.staging
+    for name, setting in state_store_conf(config).items():  # a session may run several queries
+        spark.conf.set(name, setting)
+    raw = raw_records(spark, config, folder)
+    lost = F.col("lost") if "lost" in raw.columns else F.lit(None).cast("bigint")
+    # only the raw records cross the shuffle, keyed by their cluster; the operator parses them.
+    # faultline's sources read the key; for Spark's Kafka reader the JVM does (a record without
+    # a readable cluster is keyed "default", as the parser defaults it)
+    key = (
+        F.col("key")
+        if "key" in raw.columns
+        else F.coalesce(F.get_json_object("value", "$.cluster"), F.lit("default"))
+    )
+    records = raw.select(
+        key.alias("key"),
+        "value",
+        "origin",
+        "ingest_ms",
+        lost.alias("lost"),
+    )
+    early = None  # the operator's tasks publish the decisions as soon as they make them
+    if publisher is not None and config.decisions_topic:
+        timeout = config.kafka_outage_timeout
+        early = Publish(
+            tuple(sorted(config.kafka_conf().items())),
+            config.decisions_topic,
+            config.policies.recovery_probe_share,
+            None if timeout is None else timeout / 1000,
+        )
+    grouping = ["key"]
+    if config.stateful_shards > 1:  # every shard of a cluster gets every record of it
+        records = records.withColumn(
+            SLOT, slots(config.stateful_shards, config.shuffle_partitions)
+        ).select("key", SLOT, *RECORDS)
+        grouping.append(SLOT)
+    files = records.groupBy(*grouping).applyInPandasWithState(
+        operator
+        or state_function(
+            engine_config(config), str(files_root), app_id, config.stateful_shards, flat, early
+        ),
+        from_arrow_schema(sink.META),
+        STATE_SCHEMA,
+        "append",
+        GroupStateTimeout.NoTimeout,
+    )
+    assert records.columns == [*grouping, *RECORDS]
+
+    def write_batch(df: Any, batch_id: int) -> None:
+        try:
+            commit(df, batch_id)
+        except Exception as exc:  # keep the reason while the whole error is at hand
+            progress.error = reason(str(exc))
+            raise
+
+    def commit(df: Any, batch_id: int) -> None:
+        started = time.time()
+        metas = [r.asDict() for r in df.collect()]  # file metadata and counters only
+        # what the driver publishes, and broker_decisions for the progress line
+        wanted = sink.PUBLISHED if early is None else ("broker_decisions", *sink.DRIVER_PUBLISHED)
+        rows = sink.read_rows(files_root, metas, wanted if publisher else ("broker_decisions",))
+        if publisher is not None:  # at least once onto Kafka, before the tables commit
+            failpoints.reach("before-publish", batch_id)
+            sink.publish_batch(
+                output,
+                batch_id,
+                rows,
+                app_id,
+                publisher,
+                config.decisions_topic,
+                config.policies.recovery_probe_share,
+                decisions=early is None,
+            )
+            failpoints.reach("after-publish", batch_id)
+        write_ms = int((time.time() - started) * 1000)
+        result = sink.commit_batch(output, batch_id, metas, app_id, write_ms, committer)
+        track_isolation(rows["broker_decisions"], progress)
+        progress.batches += 1
+        progress.rows += result["input"]
+        progress.last = {**result, "seconds": time.time() - started}
+        if on_batch is not None:
+            on_batch(progress.last)
+        if listener is not None:  # the progress of the batches before, now and then
+            sink.record_progress(output, listener.take(PROGRESS_EVERY_S))
+        every = config.maintenance.every
+        if every and (batch_id + 1) % every == 0:
+            print_reports(
+                maintain(output, config.maintenance),
+                sys.stdout,
+                f"maintenance after batch {batch_id}",
+            )
+
+    writer = (
+        files.writeStream.queryName(QUERY_NAME)
+        .foreachBatch(write_batch)
+        .option("checkpointLocation", str(checkpoint))
+    )
+    if config.once or config.source == "simulator":
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=f"{config.trigger_interval} milliseconds")
+    return writer.start()
+
+
+def raw_records(spark: Any, config: JobConfig, folder: Path | None) -> Any:
+    """The raw records: ``value``, ``origin``, ``ingest_ms`` (and ``lost`` from Kafka)."""
+    if config.source != "kafka":
+        spark.dataSource.register(FilesSource)
+        return (
+            spark.readStream.format("faultline-files")
+            .option("path", str(folder))
+            .option("maxRecordsPerTrigger", str(config.max_records_per_batch))
+            .load()
+        )
+    options = {
+        "kafka.bootstrap.servers": str(config.kafka_bootstrap),
+        "startingOffsets": config.starting_offsets,
+        "maxOffsetsPerTrigger": str(config.max_offsets_per_trigger or config.max_records_per_batch),
+        "failOnDataLoss": str(config.fail_on_data_loss).lower(),
+        **{f"kafka.{k}": v for k, v in config.kafka_options.items()},
+    }
+    if config.topic:
+        options["subscribe"] = config.topic
+    else:
+        options["subscribePattern"] = str(config.subscribe_pattern)
+    if config.kafka_reader == "spark":  # Spark's JVM connector, where a cluster has it
+        from pyspark.errors import AnalysisException
+        from pyspark.sql import functions as F
+
+        try:
+            loaded = spark.readStream.format("kafka").options(**options).load()
+        except AnalysisException as exc:
+            if exc.getCondition() != "KAFKA_DATA_SOURCE_NOT_ENABLED":
+                raise
+            raise ConfigError(
+                "kafka_reader = 'spark': this Spark has no Kafka connector (add "
+                f"org.apache.spark:spark-sql-kafka-0-10_2.13:{spark.version} to spark.jars."
+                "packages), or use kafka_reader: python, faultline's own reader"
+            ) from None
+        return loaded.select(
+            F.col("value").cast("string").alias("value"),
+            F.concat_ws("/", "topic", "partition", "offset").alias("origin"),
+            F.unix_millis("timestamp").alias("ingest_ms"),
+        )
+
+    options["maxReadTasks"] = str(spark.sparkContext.defaultParallelism)  # one per core
+    if config.kafka_outage_timeout is not None:
+        options["outageTimeout"] = str(config.kafka_outage_timeout)
+    spark.dataSource.register(KafkaSource)
+    return spark.readStream.format("faultline-kafka").options(**options).load()

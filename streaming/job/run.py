@@ -1,0 +1,125 @@
+"""``faultline run``: check the checkpoint, start the query, print one line per micro-batch and a
+summary at the end."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+from streaming.config import JobConfig, masked
+from streaming.job import sink
+from streaming.job.checkpoint import check_source, record_run
+from streaming.job.maintain import table_properties
+from streaming.job.outage import Watch
+from streaming.job.progress import BatchProgress, Progress, print_progress, reason
+from streaming.job.publish import Publisher, check_reachable
+from streaming.job.query import QUERY_NAME, build_query
+from streaming.job.session import spark_session
+from streaming.job.sink_spark import check_delta
+from streaming.job.sources.simulator import simulator_folder
+from streaming.job.storage import from_failure
+from streaming.job.summary import print_summary
+
+LISTENER_WAIT_S = 10.0
+
+
+def run(
+    config: JobConfig, out: TextIO = sys.stdout, operator: Callable[..., Any] | None = None
+) -> int:
+    """Run the job; print progress and a summary. Returns the exit code. A folder that cannot be
+    written (a full disk, a read-only mount) stops it with a :class:`StorageError` naming it.
+    ``operator`` replaces the stateful function (a benchmark's floor)."""
+    roots = (Path(config.output).resolve(), Path(config.checkpoint).resolve())
+    try:
+        return _run(config, out, operator)
+    except Exception as exc:
+        fault = from_failure(exc, roots)
+        if fault is None:
+            raise
+        raise fault from exc
+
+
+def _run(config: JobConfig, out: TextIO, operator: Callable[..., Any] | None) -> int:
+
+    checkpoint = Path(config.checkpoint).resolve() / QUERY_NAME
+    check_source(config, checkpoint)
+    if config.kafka_bootstrap and (config.source == "kafka" or config.kafka_outputs):
+        check_reachable(config.kafka_conf())
+    output = Path(config.output).resolve()
+    output.mkdir(parents=True, exist_ok=True)
+    folder: Path | None = None
+    if config.source == "simulator":
+        folder = simulator_folder(config, output)
+    elif config.source == "files":
+        folder = Path(str(config.path))
+    sink.create_tables(output, table_properties(config.maintenance))
+    check_source(config, checkpoint, record=True)
+    record_run(config, checkpoint)
+    spark = spark_session(config, output)
+    if config.sink == "delta-spark":
+        check_delta(spark, output / "batches")
+    progress = Progress()
+    if config.source == "kafka":
+        topics = config.topic or f"pattern {config.subscribe_pattern}"
+        settings = masked(config.kafka_options)
+        print(
+            f"faultline: kafka source {topics} at {config.kafka_bootstrap}"
+            + (f" with {settings}" if settings else ""),
+            file=out,
+        )
+    else:
+        print(f"faultline: {config.source} source {folder}", file=out)
+    print(f"faultline: tables under {output}, checkpoint {checkpoint}", file=out)
+    publisher = watch = None
+    if config.kafka_bootstrap and (config.source == "kafka" or config.kafka_outputs):
+        interval = config.kafka_outage_log_interval / 1000
+        watch = Watch(config.kafka_conf(), interval, checkpoint, out).start()
+    if config.kafka_bootstrap and config.kafka_outputs:
+        timeout = config.kafka_outage_timeout
+        publisher = Publisher(config.kafka_conf(), None if timeout is None else timeout / 1000)
+    listener = BatchProgress(out)
+    spark.streams.addListener(listener)
+    query = build_query(
+        spark,
+        config,
+        folder,
+        output,
+        checkpoint,
+        progress,
+        publisher=publisher,
+        operator=operator,
+        listener=listener,
+    )
+    shown = -1
+    try:
+        while query.isActive:
+            try:
+                query.awaitTermination(config.progress_interval / 1000)
+            except Exception:  # the query failed: its reason is read below
+                break
+            if progress.batches != shown and progress.last:
+                shown = progress.batches
+                print_progress(progress, out)
+        if query.exception() is not None:
+            failure = from_failure(query.exception(), (output, checkpoint))
+            raise failure or RuntimeError(progress.error or reason(str(query.exception())))
+    except KeyboardInterrupt:
+        if publisher is not None:  # a batch waiting for Kafka gives up; the restart redoes it
+            publisher.cancel()
+        query.stop()
+        print("faultline: stopped", file=out)
+    finally:
+        listener.terminated.wait(LISTENER_WAIT_S)  # Spark's last progress comes before this
+        try:
+            sink.record_progress(output, listener.take())
+        except Exception as exc:  # the run's own outcome matters more
+            print(f"faultline: Spark's progress of the last batches not written: {exc}", file=out)
+        spark.stop()
+        if watch is not None:
+            watch.stop()
+        if publisher is not None:
+            publisher.close()
+    print_summary(output, progress, out)
+    return 0

@@ -1,0 +1,128 @@
+"""The job's Spark session: its settings, the state store, Spark's own log, and the Python
+environment its workers need."""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+import zipfile
+from pathlib import Path
+from typing import Any
+
+from streaming.config import JobConfig
+from streaming.job import failpoints
+from streaming.job.sink_spark import SESSION
+
+PROJECT = Path(__file__).resolve().parents[2]
+
+
+PROVIDER_CLASS = "spark.sql.streaming.stateStore.providerClass"
+STATE_STORES = {
+    "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
+    "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+}
+"""Spark's state store provider of each ``state_store``."""
+
+
+def state_store_conf(config: JobConfig) -> dict[str, str]:
+    """Spark's settings for the job's ``state_store``. With changelog checkpointing RocksDB
+    writes only the keys a batch changed (as hdfs's delta files do), and a snapshot every
+    ``spark.sql.streaming.stateStore.minDeltasForSnapshot`` batches (10), uploaded by the
+    background maintenance (every ``spark.sql.streaming.stateStore.maintenanceInterval``, 60 s),
+    which then deletes the files older than ``min_batches_to_retain`` batches, as for hdfs."""
+    conf = {PROVIDER_CLASS: STATE_STORES[config.state_store]}
+    if config.state_store == "rocksdb":
+        conf["spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"] = "true"
+    return conf
+
+
+def spark_session(config: JobConfig, output: Path) -> Any:
+    from pyspark.sql import SparkSession
+
+    local = config.master.startswith("local")
+    python_env(local)
+    builder = (
+        SparkSession.builder.master(config.master)
+        .appName("faultline")
+        .config("spark.sql.shuffle.partitions", str(config.shuffle_partitions))
+        .config("spark.sql.streaming.minBatchesToRetain", str(config.min_batches_to_retain))
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.python.worker.reuse", "true")
+        # the parser's validation is one large expression; constraint propagation over it
+        # (after filters are pushed through it) runs out of memory
+        .config("spark.sql.constraintPropagation.enabled", "false")
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile={_log4j(output)}")
+    )
+    if config.sink == "delta-spark":
+        for key, value in {**SESSION, "spark.sql.session.timeZone": "UTC"}.items():
+            builder = builder.config(key, value)
+    for name, value in failpoints.executor_env().items():
+        builder = builder.config(f"spark.executorEnv.{name}", value)
+    bundle = None if local else _bundle(output)
+    if bundle is not None:
+        # the driver's own Python helpers (the streaming source's planner) run in processes the
+        # JVM starts from this environment
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [str(bundle), os.environ.get("PYTHONPATH")])
+        )
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    if bundle is not None:
+        spark.sparkContext.addPyFile(str(bundle))  # executors share no Python path with us
+    return spark
+
+
+SPARK_LOG = "spark.log"
+SPARK_LOG_MB = 10
+SPARK_LOG_FILES = 5
+
+
+def _log4j(output: Path) -> Path:
+    """Spark's own log goes to ``<output>/_job/spark.log`` (at most :data:`SPARK_LOG_FILES`
+    files of :data:`SPARK_LOG_MB` MB), not to the console: the console is faultline's, and a
+    job that runs for months must not fill a disk with its log."""
+    folder = output / "_job"
+    folder.mkdir(parents=True, exist_ok=True)
+    log = folder / SPARK_LOG
+    conf = folder / "log4j2.properties"
+    conf.write_text(
+        "rootLogger.level = warn\n"
+        "rootLogger.appenderRef.file.ref = file\n"
+        "appender.file.type = RollingFile\n"
+        "appender.file.name = file\n"
+        f"appender.file.fileName = {log}\n"
+        f"appender.file.filePattern = {log}.%i\n"
+        "appender.file.layout.type = PatternLayout\n"
+        "appender.file.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex\n"
+        "appender.file.policies.type = Policies\n"
+        "appender.file.policies.size.type = SizeBasedTriggeringPolicy\n"
+        f"appender.file.policies.size.size = {SPARK_LOG_MB}MB\n"
+        "appender.file.strategy.type = DefaultRolloverStrategy\n"
+        f"appender.file.strategy.max = {SPARK_LOG_FILES - 1}\n"
+    )
+    return conf
+
+
+def python_env(local: bool) -> None:
+    """The environment Spark's Python workers need: on a local master, this interpreter and the
+    loopback address."""
+    if local:
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # PySpark warns once per process that pandas 3 is new to it; results are the same (see README)
+    os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
+    warnings.filterwarnings("ignore", category=FutureWarning, module="pyspark")
+
+
+def _bundle(output: Path) -> Path:
+    """The job's code as a zip under the output root, for processes that cannot import it."""
+    bundle = output / "_job" / "faultline.zip"
+    bundle.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(bundle, "w") as zf:
+        for package in ("udfs", "streaming"):
+            for path in (PROJECT / package).rglob("*.py"):
+                zf.write(path, path.relative_to(PROJECT))
+    return bundle

@@ -1,0 +1,147 @@
+"""What a job's tables hold, summed up: the summary printed at the end of a run, also read by
+``faultline replay`` and the tests."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from streaming.job.progress import Progress
+from udfs.schema import TABLES
+
+
+def table_counts(output: Path) -> dict[str, int]:
+    from deltalake import DeltaTable
+
+    counts = {}
+    for name in [*TABLES, "batches"]:  # from the Delta log's file statistics, not the rows
+        files = pa.table(DeltaTable(str(output / name)).get_add_actions(flatten=True))
+        counts[name] = int(pc.sum(files["num_records"]).as_py() or 0)
+    return counts
+
+
+def isolation_windows(output: Path) -> list[dict[str, Any]]:
+    """ISOLATE..RESTORE windows per (scope, scope_key, broker), from ``broker_decisions``."""
+    from deltalake import DeltaTable
+
+    rows = DeltaTable(str(output / "broker_decisions")).to_pyarrow_table().to_pylist()
+    rows = [r for r in rows if r["decision"] in ("ISOLATE", "RESTORE")]
+    rows.sort(
+        key=lambda r: (
+            r["scope"],
+            r["scope_key"],
+            r["broker_name"],
+            r["effective_at"],
+            r["decision"] != "RESTORE",
+        )
+    )
+    windows: list[dict[str, Any]] = []
+    open_: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for r in rows:
+        key = (r["scope"], r["scope_key"], r["broker_name"])
+        if r["decision"] == "ISOLATE":
+            open_[key] = {
+                "scope": key[0],
+                "scope_key": key[1],
+                "broker_name": key[2],
+                "start": r["effective_at"],
+                "end": None,
+                "cause": r["cause_event_id"],
+            }
+        elif r["decision"] == "RESTORE" and key in open_:
+            window = open_.pop(key)
+            window["end"] = r["effective_at"]
+            windows.append(window)
+    windows.extend(open_.values())
+    return windows
+
+
+def delay_queues(output: Path) -> pd.DataFrame:
+    """Per delay level: messages scheduled, released, released into the DLQ and still waiting;
+    level 0 counts the messages that went to the DLQ at once. From the tables, so it covers every
+    run into this output."""
+    from deltalake import DeltaTable
+
+    entries = DeltaTable(str(output / "schedule_entries")).to_pandas(columns=["delay_level"])
+    out = DeltaTable(str(output / "redeliveries")).to_pandas(columns=["delay_level", "dlq"])
+    counts = pd.DataFrame(
+        {
+            "scheduled": entries.groupby("delay_level").size(),
+            "released": out[~out["dlq"]].groupby("delay_level").size(),
+            "dlq": out[out["dlq"]].groupby("delay_level").size(),
+        }
+    )
+    counts = counts.fillna(0).astype("int64")
+    counts["waiting"] = (
+        counts["scheduled"] - counts["released"] - counts["dlq"].where(counts.index > 0, 0)
+    )
+    return counts.sort_index()
+
+
+def _print_delay_queues(output: Path, out: TextIO) -> None:
+    counts = delay_queues(output)
+    print(
+        "\ndelay queues (SCHEDULE_TOPIC_XXXX): level, scheduled, released, waiting, to DLQ",
+        file=out,
+    )
+    for level, row in counts.iterrows():
+        name = "DLQ at once" if level == 0 else f"level {level}"
+        print(
+            f"  {name:<12} {row['scheduled']:>8} {row['released']:>8} {row['waiting']:>8} "
+            f"{row['dlq']:>8}",
+            file=out,
+        )
+    if counts.empty:
+        print("  none", file=out)
+
+
+def transaction_states(output: Path) -> dict[str, int]:
+    """Rows per state of ``transactions``, and ``WAITING``: transactions whose latest row leaves
+    them waiting for an end or a check."""
+    from deltalake import DeltaTable
+
+    rows = DeltaTable(str(output / "transactions")).to_pandas(
+        columns=["cluster", "transaction_id", "state", "effective_at", "next_check_at"]
+    )
+    counts = {str(k): int(v) for k, v in rows["state"].value_counts().sort_index().items()}
+    settled = rows["next_check_at"].isna().rename("settled")
+    latest = rows.assign(settled=settled).sort_values(["effective_at", "settled"], kind="stable")
+    latest = latest.groupby(["cluster", "transaction_id"]).tail(1)
+    if len(rows):
+        counts["WAITING"] = int(latest["next_check_at"].notna().sum())
+    return counts
+
+
+def print_summary(output: Path, progress: Progress, out: TextIO) -> None:
+    elapsed = time.time() - progress.started
+    windows = isolation_windows(output)
+    print(
+        f"\nfaultline: {progress.rows} records in {progress.batches} batches, {elapsed:.1f} s",
+        file=out,
+    )
+    print("\nisolations (cluster scope): broker, count, isolated time", file=out)
+    per_broker: dict[str, list[int]] = {}
+    for w in windows:
+        if w["scope"] == "cluster":
+            stats = per_broker.setdefault(w["broker_name"], [0, 0])
+            stats[0] += 1
+            stats[1] += (w["end"] or w["start"]) - w["start"]
+    for broker, (count, total) in sorted(per_broker.items()):
+        print(f"  {broker:<20} {count:>4} {total / 1000:>10.1f} s", file=out)
+    if not per_broker:
+        print("  none", file=out)
+    _print_delay_queues(output, out)
+    print("\ntransactions: rows per state (WAITING: transactions not settled)", file=out)
+    states = transaction_states(output)
+    for state, count in states.items():
+        print(f"  {state:<26} {count:>8}", file=out)
+    if not states:
+        print("  none", file=out)
+    print("\nrows per table:", file=out)
+    for name, count in table_counts(output).items():
+        print(f"  {name:<20} {count:>9}  {output / name}", file=out)

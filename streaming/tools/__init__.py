@@ -1,0 +1,2 @@
+"""Commands over a job's output: ``faultline replay`` and ``state``, ``explain``, ``evaluate``
+and ``dashboard``."""
