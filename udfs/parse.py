@@ -1,5 +1,19 @@
-"""Raw records to typed events (SPEC §3), free of Spark: every record gets either the event
-columns or a ``reason_code`` and ``reason`` for the quarantine table.
+"""Raw records to typed events, free of Spark: every record gets either the event columns of
+:data:`udfs.schema.EVENTS` or a ``reason_code`` and ``reason`` for the quarantine table.
+
+The input contract: one JSON object per Kafka message value or per line of a JSON-lines file (or
+a row of a Parquet file); times are integer ms since the epoch, or an ISO-8601 text. Every event
+has ``event_id`` (required, unique: a repeat is counted as a duplicate) and ``event_time``
+(required), ``kind`` (one of :data:`udfs.schema.EVENT_KINDS`, default ``send_result``) and
+``cluster`` (default ``default``); :data:`REQUIRED` lists each kind's required fields, and the
+README's "Input events" every field. Fields the parser does not type are ignored. The checks run
+in a fixed order and the first that fails names the record's reason code: ``DATA_LOSS``,
+``MALFORMED_JSON``, ``WRONG_TYPE``, ``UNKNOWN_KIND``, ``MISSING_FIELD`` (an empty required text
+counts as missing), ``EVENT_TIME_OUT_OF_RANGE`` (outside 2000-2100), ``NEGATIVE_LATENCY``,
+``UNKNOWN_OUTCOME``, ``UNKNOWN_PROFILE``, ``UNKNOWN_MODE``, ``UNKNOWN_STATUS``,
+``UNKNOWN_TRANSACTION``, ``UNKNOWN_LOCAL_STATE``, ``INVALID_VALUE``, ``INVALID_TRANSACTION``,
+``INVALID_ROUTE``. The engine adds ``FUTURE_EVENT_TIME`` (an event time too far past its
+record's ingest time) when it admits the events.
 
 Fast path: the records of a batch are read together by Arrow's JSON reader with the expected
 types. A record it cannot read that way (a number given as a string, an ISO-8601 time, a nested

@@ -1,5 +1,35 @@
-"""Column names and types of the parsed events and of every output table (SPEC §3-§4), as
-pyarrow schemas. The Spark layer and the Delta sink derive their schemas from these."""
+"""Column names and types of the parsed events and of every output table, as pyarrow schemas:
+the contract that producers, dashboards and replays rely on (the README's "Input events" and
+"Output tables" say the same for users). The Spark layer and the Delta sink derive their schemas
+from these. Columns may be added; the names here are never renamed.
+
+Input (:data:`EVENTS`), one kind per event (:data:`EVENT_KINDS`):
+
+* ``send_result``: one attempt of a producer's send, as the producer saw it: ``producer_id`` (the
+  client instance), ``producer_group``, ``client_profile`` (a key of
+  :data:`udfs.rocketmq.PROFILES`), ``latency_fault_enable``, ``topic``, ``broker_name``,
+  ``queue_id``, ``latency_ms`` (this attempt's elapsed time), ``outcome``
+  (:class:`udfs.rocketmq.Outcome`), ``response_code`` (of a ``BROKER_EXCEPTION``), ``attempt``
+  (0 = first) of ``max_attempts``, ``mode`` (``SYNC``, ``ASYNC``, ``ONEWAY``), ``message_id``,
+  ``body_size``, ``delay_level`` (asked for), ``redelivery_count`` (how many times faultline
+  redelivered the message already), and for a transactional half message ``transaction``
+  (``PREPARED``), ``transaction_id`` and ``check_immunity_s``;
+* ``consume_result``: ``consumer_group``, ``topic``, ``message_id``, ``origin_message_id``,
+  ``broker_name``, ``queue_id``, ``reconsume_times``, ``status`` (``CONSUME_SUCCESS`` or
+  ``RECONSUME_LATER``), ``delay_level`` (0: the broker decides), ``max_reconsume_times``
+  (default 16);
+* ``route``: ``topic`` and ``brokers``, a list of ``{broker_name, write_queue_nums, perm}``: the
+  topic's route as producers get it from the NameServer;
+* ``heartbeat``: ``broker_name`` is alive (the NameServer drops a broker 120 s after its last
+  heartbeat, scanning every 10 s);
+* ``transaction_end`` and ``transaction_check``: ``transaction_id``, ``broker_name``,
+  ``local_state`` (:class:`udfs.rocketmq.LocalTransactionState`), and for a check
+  ``check_times``.
+
+Output: :data:`TABLES` and :data:`BATCHES`, each row with ``batch_id``. Scopes: ``cluster`` is
+one fault table fed by every producer (the shared view producers read back); ``producer`` is the
+table each producer instance would hold itself under its own profile (for replay and review).
+"""
 
 from __future__ import annotations
 

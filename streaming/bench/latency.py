@@ -66,7 +66,8 @@ EVENTS_TOPIC = "faultline.events"
 SEND_TOPIC = "orders"
 """The RocketMQ topic the simulated producers send to."""
 ISOLATION_MS = 10_000
-"""How long ``rocketmq-5`` isolates a broker after a failed attempt (ROCKETMQ.md §1)."""
+"""How long ``rocketmq-5`` isolates a broker after a failed attempt (``udfs.rocketmq._profiles``:
+the substitute latency 10000 ms)."""
 REUSE_MARGIN_S = 2.0
 """A broker fails again only this long after its isolation has ended, so it is isolated anew
 (5.x extends a running isolation: that would be an ``EXTEND``, not an ``ISOLATE``)."""
@@ -224,7 +225,7 @@ class Traffic:
         first = self._result(producer, broker, message_id, 0, now)
         if broker in self.failing:
             healthy = [b for b in self.brokers if b not in self.failing]
-            if healthy:  # RocketMQ retries on another broker (ROCKETMQ.md §5)
+            if healthy:  # RocketMQ retries on another broker (``udfs.rocketmq._send``)
                 retry = healthy[self.rng.randrange(len(healthy))]
                 self._result(producer, retry, message_id, 1, now + 3)
         return first

@@ -1,4 +1,4 @@
-"""ROCKETMQ.md §9: AllocateMessageQueueAveragely and ...ByCircle."""
+"""``udfs.rocketmq._allocate``: AllocateMessageQueueAveragely and ...ByCircle."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""ROCKETMQ.md §1: latency bands, the isolation substitute, retry codes, names."""
+"""``udfs.rocketmq._profiles``: latency bands, the isolation substitute, retry codes, names."""
 
 from __future__ import annotations
 

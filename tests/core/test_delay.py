@@ -1,4 +1,5 @@
-"""ROCKETMQ.md §7: parseDelayLevel, the redirect to SCHEDULE_TOPIC_XXXX and deliver times."""
+"""``udfs.rocketmq._delay``: parseDelayLevel, the redirect to SCHEDULE_TOPIC_XXXX and deliver
+times."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""ROCKETMQ.md §2: FaultItem, the update rules, isAvailable/isReachable, compareTo,
+"""``udfs.rocketmq._fault``: FaultItem, the update rules, isAvailable/isReachable, compareTo,
 pickOneAtLeast, remove and the 5.x detector."""
 
 from __future__ import annotations

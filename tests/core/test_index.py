@@ -1,4 +1,4 @@
-"""ROCKETMQ.md §3: the ThreadLocalIndex per profile."""
+"""``udfs.rocketmq._index``: the ThreadLocalIndex per profile."""
 
 from __future__ import annotations
 

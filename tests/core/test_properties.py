@@ -82,7 +82,7 @@ def test_selection_returns_a_route_queue_unless_4x_rewrote_one(
         assert sel.queue in before and info.queues == before
     # no profile picks an unavailable broker while an available one that is not the last broker
     # exists, with the switch on -- except 4.7.1 after a failure (the equals quirk). Indexes stay
-    # clear of the int overflow, where ROCKETMQ.md §3 says positions are skipped.
+    # clear of the int overflow, where ``udfs.rocketmq._index`` says positions are skipped.
     healthy_other = any(
         table.is_available(q.broker_name, now) and q.broker_name != last for q in before
     )

@@ -1,4 +1,4 @@
-"""ROCKETMQ.md §4: TopicPublishInfo helpers and MQFaultStrategy.selectOneMessageQueue."""
+"""``udfs.rocketmq._route``: TopicPublishInfo helpers and MQFaultStrategy.selectOneMessageQueue."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""ROCKETMQ.md §8: consumer send-back, retry topics and the DLQ."""
+"""``udfs.rocketmq._delay``: consumer send-back, retry topics and the DLQ."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""ROCKETMQ.md §5: attempts, the timeout budget and the outcome table."""
+"""``udfs.rocketmq._send``: attempts, the timeout budget and the outcome table."""
 
 from __future__ import annotations
 
@@ -177,7 +177,7 @@ def test_5_async_retry_needs_time_left(p: Profile, nxt: Next) -> None:
 
 @pytest.mark.parametrize(("p", "available_after_dispatch"), [(P47, True), (P49, True), (P5, False)])
 def test_4x_async_dispatch_clears_an_isolation(p: Profile, available_after_dispatch: bool) -> None:
-    """ROCKETMQ.md §5 consequence: a 4.x ASYNC dispatch report overwrites the isolation."""
+    """``udfs.rocketmq._send``, ASYNC: a 4.x ASYNC dispatch report overwrites the isolation."""
     table = FaultTable(p)
     table.report("a", 500, isolation=True, now_ms=0)
     dispatch = attempt_effect(p, Outcome.SEND_OK, 200, mode=SendMode.ASYNC).reports[0]

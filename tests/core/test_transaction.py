@@ -1,5 +1,5 @@
-"""Transactional messages in the core, against literal values from the sources (ROCKETMQ.md
-conventions: @4.7.1, @4.9.7, @HEAD). TMSI = broker TransactionalMessageServiceImpl."""
+"""Transactional messages in the core, against literal values from the sources (citations as
+in ``udfs.rocketmq``: @4.7.1, @4.9.7, @HEAD). TMSI = broker TransactionalMessageServiceImpl."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""ROCKETMQ.md §6: Validators with RocketMQ's codes and texts."""
+"""``udfs.rocketmq._validate``: Validators with RocketMQ's codes and texts."""
 
 from __future__ import annotations
 

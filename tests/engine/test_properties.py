@@ -50,9 +50,10 @@ def test_any_split_into_batches_gives_the_same_rows(cuts: list[int]) -> None:
 
 
 def _cluster_windows_by_hand() -> set[tuple[str, str, int]]:
-    """The cluster scope's isolations, folded from the input by ROCKETMQ.md §1 for 5.x: a send
-    of 550-1799 ms makes its broker unavailable for 2 s, a failed one (isolation) for 10 s, and
-    an item is only ever extended. (ISOLATE, RESTORE) times per broker."""
+    """The cluster scope's isolations, folded from the input by the 5.x rules of
+    ``udfs.rocketmq._profiles`` and ``_fault``: a send of 550-1799 ms makes its broker unavailable
+    for 2 s, a failed one (isolation) for 10 s, and an item is only ever extended. (ISOLATE,
+    RESTORE) times per broker."""
     ends: dict[str, int] = {}
     expected = set()
     for e in EVENTS:

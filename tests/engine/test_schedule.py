@@ -98,7 +98,8 @@ def test_send_back_after_max_reconsume_times_goes_to_the_dlq_at_once(profile: st
 
 
 def test_4_7_dlq_copy_keeps_its_delay_and_waits_in_the_schedule_topic_first() -> None:
-    """ROCKETMQ.md §8: 4.7.1 does not reset DELAY on the way to the DLQ (ISSUE #2724)."""
+    """Send-back (``udfs.rocketmq._delay``): 4.7.1 does not reset DELAY on the way to the DLQ
+    (ISSUE #2724)."""
     step = run([consume("c", 0, 16, client_profile="rocketmq-4.7")])
     (entry,) = rows(step, "schedule_entries").itertuples()
     assert (entry.real_topic, entry.delay_level, entry.dlq) == ("%DLQ%cg", 18, True)

@@ -79,7 +79,7 @@ def test_default_run_prints_progress_and_a_summary(default_run: tuple[Path, str]
 
 
 def _expected_durations(profile: str, broker: str) -> set[int]:
-    """The isolation durations ROCKETMQ.md gives for the default scenario's faults."""
+    """The isolation durations of ``udfs.rocketmq._profiles`` for the default scenario's faults."""
     p = PROFILES[profile]
     if broker == "broker-e":  # slow but successful: 600-900 ms
         return {not_available_duration(p, latency) for latency in (600, 900)}

@@ -1,8 +1,49 @@
 """RocketMQ producer fault isolation, queue selection and delay-level rescheduling, bug for bug
 per client profile (4.7.1, 4.9.7, 5.x), as a pure library: no Spark, no Kafka, no clock.
 
-Every "now" is a caller-supplied event time in ms; every random draw comes from a caller-supplied
-seeded :class:`random.Random`. The behaviour reproduced is specified in ``ROCKETMQ.md``.
+Every "now" is a caller-supplied event time in ms (where RocketMQ reads
+``System.currentTimeMillis()``); every random draw comes from a caller-supplied seeded
+:class:`random.Random` (where RocketMQ draws one: an index's first value, the 5.x index reset,
+the shuffles of ``pickOneAtLeast``), so a replay repeats.
+
+Profiles (:data:`PROFILES`) and the Apache RocketMQ sources each one follows:
+
+============== ========= =================================================================
+profile        version   source read
+============== ========= =================================================================
+rocketmq-4.7   4.7.1     tag ``rocketmq-all-4.7.1``
+rocketmq-4.9   4.9.7     tag ``rocketmq-all-4.9.7``
+rocketmq-5     5.x       the development branch at commit ``8fc57f1`` (2025-09-19), whose
+                         fault-tolerance classes equal tag ``rocketmq-all-5.3.3``; only the
+                         group name limit of 120 in ``Validators`` is newer than that tag
+============== ========= =================================================================
+
+Citations in this package's docstrings name the Java class and method, then the release and line,
+as ``MQFaultStrategy.updateFaultItem`` (@4.7.1:97, @HEAD:167): ``@4.7.1`` and ``@4.9.7`` are the
+tags above and ``@HEAD`` the 5.x commit. Client classes live under
+``client/src/main/java/org/apache/rocketmq/client/`` (``latency/MQFaultStrategy.java``,
+``latency/LatencyFaultToleranceImpl.java``, ``common/ThreadLocalIndex.java``,
+``impl/producer/TopicPublishInfo.java``, ``impl/producer/DefaultMQProducerImpl.java``,
+``impl/MQClientAPIImpl.java``, ``Validators.java``, ``consumer/rebalance/``); broker and store
+classes are named with their module (``store``'s ``CommitLog``, ``broker``'s
+``SendMessageProcessor``). A rule marked *derived* was read from the code, not seen running.
+
+Where each rule is written down, with its sources:
+
+* :mod:`~udfs.rocketmq._profiles`: the constants (latency bands, isolation durations, the
+  latency substitute for an isolation, retry codes, topic sets) and
+  ``computeNotAvailableDuration``;
+* :mod:`~udfs.rocketmq._fault`: ``FaultItem`` and ``LatencyFaultToleranceImpl`` (update rule,
+  ``isAvailable``, ``isReachable``, ordering, ``pickOneAtLeast``);
+* :mod:`~udfs.rocketmq._index`: ``ThreadLocalIndex``, the round-robin counter and its overflow;
+* :mod:`~udfs.rocketmq._route`: ``TopicPublishInfo`` and ``MQFaultStrategy.selectOneMessageQueue``;
+* :mod:`~udfs.rocketmq._send`: ``DefaultMQProducerImpl.sendDefaultImpl`` and the async callbacks:
+  attempts, the timeout budget, what each outcome reports to the fault table;
+* :mod:`~udfs.rocketmq._validate`: ``Validators`` and ``TopicValidator``;
+* :mod:`~udfs.rocketmq._delay`: delay levels, ``SCHEDULE_TOPIC_XXXX``, consumer send-back, retry
+  and DLQ topics;
+* :mod:`~udfs.rocketmq._transaction`: half messages, their end and the broker's check-back;
+* :mod:`~udfs.rocketmq._allocate`: the consumer's queue allocation strategies.
 
 >>> import random
 >>> from udfs.rocketmq import PROFILES, FaultTable, TopicPublishInfo, select_queue

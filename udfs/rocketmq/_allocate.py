@@ -1,5 +1,14 @@
-"""Consumer queue allocation strategies (ROCKETMQ.md §9). ``RebalanceImpl`` sorts ``mq_all``
-(by topic, broker, queue id) and ``cid_all`` before calling them; these functions do not."""
+"""Consumer queue allocation strategies (``consumer/rebalance/AllocateMessageQueueAveragely``
+and ``AllocateMessageQueueAveragelyByCircle``, every profile). ``RebalanceImpl`` sorts ``mq_all``
+(by topic, broker, queue id) and ``cid_all`` before calling them; these functions do not.
+
+Both refuse an empty consumer id, queue list or consumer list (``IllegalArgumentException``) and
+give nothing to a consumer that is not in the list. *Averagely*: with ``n`` queues, ``m``
+consumers and ``mod = n % m``, consumer ``idx`` takes ``n // m + 1`` consecutive queues if
+``idx < mod``, else ``n // m`` (one each when ``n <= m``), starting after those of the consumers
+before it: 10 queues over 4 consumers gives 3, 3, 2, 2. *By circle*: consumer ``idx`` takes
+queues ``idx, idx + m, idx + 2m, ...``.
+"""
 
 from __future__ import annotations
 

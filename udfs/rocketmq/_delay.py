@@ -1,4 +1,39 @@
-"""Delay levels, ``SCHEDULE_TOPIC_XXXX`` and consumer send-back (ROCKETMQ.md §7-§8)."""
+"""Delay levels, ``SCHEDULE_TOPIC_XXXX`` and consumer send-back.
+
+**Delay levels** (``parseDelayLevel`` in ``store``'s ``schedule/ScheduleMessageService``,
+@4.7.1:192, @4.9.7:276; ``broker``'s copy @HEAD:300; the default ``messageDelayLevel`` of
+``MessageStoreConfig``). The spec is split on single spaces; token *i* is level *i + 1*; the
+last character is the unit (``s m h d``) and the rest a Java ``long`` (a sign is accepted). Any
+other token makes the broker refuse to start. There is no level 0.
+
+**Redirect at store time** (``CommitLog.putMessage``, @4.7.1:576-592, @4.9.7:634-650; 5.x
+``broker``'s ``util/HookUtils``, @HEAD:129-160). Only ``NOT_TYPE`` and ``COMMIT_TYPE``
+messages; the level is the ``DELAY`` property, 0 when absent. A level of 0 or less is not
+delayed; a level above the maximum is clamped to it; a delayed message keeps its topic and queue
+in ``REAL_TOPIC`` and ``REAL_QID`` and is stored in ``SCHEDULE_TOPIC_XXXX``, queue ``level - 1``
+(``delayLevel2QueueId``; ``queueId2DelayLevel`` is ``q + 1``). It is due at store time plus the
+level's delay (store time + 1000 ms for a level missing from the table), and
+``correctDeliverTimestamp`` makes a due time further ahead than that delay due now (@4.7.1:250,
+@4.9.7:366, @HEAD:388). On delivery ``DELAY`` is cleared and the real topic and queue restored
+(*derived*: the copy's serialized properties still show ``DELAY``).
+
+**Send-back** (``consumerSendMsgBack``: ``broker``'s ``processor/SendMessageProcessor``,
+@4.7.1:112-243, @4.9.7:116-265; ``AbstractSendMessageProcessor``, @HEAD:92-280). With no retry
+queues the broker drops the message. The maximum is the request's ``maxReconsumeTimes``, else the
+group's ``retryMaxTimes`` (16). A message with ``reconsumeTimes >= max`` or a negative level goes
+to ``%DLQ%<group>``, queue 0: 4.9.7 and 5.x store it with ``DELAY=0``, while 4.7.1 keeps its old
+level, so a message that came through the retry topic waits in ``SCHEDULE_TOPIC_XXXX`` before
+reaching the DLQ (ISSUE #2724, fixed in 4.9.2; *derived*). Otherwise it goes to
+``%RETRY%<group>`` at level ``3 + reconsumeTimes`` when the consumer asked for 0, or the level it
+asked for, with ``reconsumeTimes + 1`` and its ``ORIGIN_MESSAGE_ID``. With the defaults: 10 s
+after the first failure, 2 h after the 16th, then the DLQ: at most 1 + 16 deliveries.
+
+The client's fallback when send-back fails (``DefaultMQPushConsumerImpl.sendMessageBack``)
+publishes to ``%RETRY%<group>`` with ``RECONSUME_TIME = reconsumeTimes + 1`` and ``DELAY = 3 +
+reconsumeTimes``; the broker (``handleRetryAndDLQ``, @4.7.1:339, @4.9.7:364, @HEAD:209) sends it
+to the DLQ when ``RECONSUME_TIME >= max`` in 4.x (one attempt earlier) or ``> max`` in 5.x, which
+writes ``DELAY=-1`` so the DLQ copy is not delayed.
+"""
 
 from __future__ import annotations
 
@@ -144,7 +179,7 @@ class Redirect:
 def schedule_redirect(
     level: int | None, levels: DelayLevels, transaction_type: TransactionType = "NOT_TYPE"
 ) -> Redirect:
-    """The commit log's redirect at store time (ROCKETMQ.md §7). Only NOT_TYPE and COMMIT_TYPE
+    """The commit log's redirect at store time (module docstring). Only NOT_TYPE and COMMIT_TYPE
     messages are redirected; a missing level reads as 0; level <= 0 is not delayed.
 
     >>> schedule_redirect(19, DelayLevels.parse())
@@ -169,7 +204,7 @@ def dlq_topic(group: str) -> str:
 
 @dataclass(frozen=True)
 class SendBack:
-    """Where a consumer's failed message goes (ROCKETMQ.md §8)."""
+    """Where a consumer's failed message goes (send-back, module docstring)."""
 
     topic: str | None
     """``%RETRY%group`` or ``%DLQ%group``; None when the broker dropped the message."""

@@ -1,4 +1,31 @@
-"""``FaultItem`` and ``LatencyFaultToleranceImpl`` (ROCKETMQ.md §2)."""
+"""``FaultItem`` and ``LatencyFaultToleranceImpl``: the producer's fault table.
+
+Sources: ``latency/LatencyFaultToleranceImpl.java`` (@4.7.1:33-90, @4.9.7:33-85,
+@HEAD:59-262), with ``FaultItem`` its inner class.
+
+The table maps a broker name to an item: the measured ``currentLatency`` and ``startTimestamp``,
+the moment the broker becomes usable again; 5.x adds ``reachableFlag`` and ``checkStamp``. A
+broker without an item is available (and, in 5.x, reachable).
+
+* **Update.** 4.x overwrites: every update sets the latency and ``startTimestamp = now +
+  duration``, so a later fast success clears a 10-minute isolation at once. 5.x extends only
+  (``updateNotAvailableDuration``, @HEAD:207): latency and reachable flag are overwritten, but
+  ``startTimestamp`` moves only to a later ``now + duration`` and never for a duration of 0.
+* **isAvailable**: ``now >= startTimestamp``, inclusive in every profile. 5.1.4 also required
+  the reachable flag; 5.2.0 dropped that (ISSUE #7812). **isReachable** (5.x) is the flag.
+* **compareTo** (every profile): available before unavailable, then lower latency, then earlier
+  ``startTimestamp``, judged at the time of the sort.
+* **remove(name)** deletes the item (4.x selection calls it, see :mod:`udfs.rocketmq._route`).
+* **pickOneAtLeast**: 4.7.1 shuffles the items, sorts them (stable) and returns, round-robin by
+  ``whichItemWorst``, one of the better half (the only item when there is one); 4.9.7 does the
+  same without the shuffle (ISSUE #3985, 4.9.4), so equal items keep ``ConcurrentHashMap``
+  order; 5.x shuffles and returns the first reachable item, ignoring latency and availability
+  (and its ``MQFaultStrategy`` no longer calls it). An empty table gives none.
+* **5.x detector** (``detectByOneRound``, @HEAD:59; off unless ``startDetectorEnable``): an item
+  whose ``checkStamp`` has passed is probed (``checkStamp = now + detectInterval``, 2000 ms), or
+  removed when its broker has no known address; a successful probe sets the flag back to
+  reachable. Only an update sets it to unreachable.
+"""
 
 from __future__ import annotations
 
@@ -227,7 +254,7 @@ class FaultTable:
             del self._items[broker]
 
     def pick_one_at_least(self, now_ms: int) -> str | None:
-        """``pickOneAtLeast`` per profile (ROCKETMQ.md §2); None for an empty table (5.x: when no
+        """``pickOneAtLeast`` per profile (module docstring); None for an empty table (5.x: when no
         item is reachable)."""
         items = list(self)
         if not items:

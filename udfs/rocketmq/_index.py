@@ -1,6 +1,23 @@
-"""``ThreadLocalIndex`` per profile (ROCKETMQ.md §3): the round-robin counter behind
-``sendWhichQueue`` and ``whichItemWorst``. The state is the stored ``Integer``; ``None`` means
-the thread has not used it yet."""
+"""``ThreadLocalIndex`` per profile: the round-robin counter behind
+``TopicPublishInfo.sendWhichQueue`` and ``LatencyFaultToleranceImpl.whichItemWorst``. The state
+is the ``Integer`` the calling thread stored; ``None`` means the thread has not used it yet.
+
+Source: ``common/ThreadLocalIndex.java`` (@4.7.1:26, @4.9.7:27-35, @HEAD:27-39).
+
+* 4.7.1 ``getAndIncrement()`` (it returns the new value despite its name): the first use stores
+  the absolute value of a random int (``MIN_VALUE`` becomes 0); each step stores ``abs(state +
+  1)``, a negative result becoming 0, and returns it, so the sequence runs ..., 2147483647, 0, 1.
+* 4.9.7 ``incrementAndGet()`` (renamed in 4.9.0, ISSUE #2652; mask since 4.9.4, ISSUE #4349):
+  the first use stores ``abs`` of a random int; each step stores ``state + 1`` (wrapping) and
+  returns ``state & 0x7FFFFFFF``: ..., 2147483647, 0, 1, with a negative state stored.
+* 5.x: as 4.9.7, but the first state is any random int, and ``reset()`` stores a random value in
+  [0, 2^31 - 2].
+
+The value returned is never negative. The *local* ``index++`` that 4.x ``MQFaultStrategy`` and
+4.7.1 ``TopicPublishInfo`` run on top of it can still overflow: ``abs(MIN_VALUE)`` is negative,
+its remainder is clamped to position 0, so from index ``MAX_VALUE`` over 3 queues the positions
+probed are 1, 0, 1 and queue 2 is skipped.
+"""
 
 from __future__ import annotations
 

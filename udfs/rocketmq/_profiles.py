@@ -1,4 +1,33 @@
-"""Client profiles: the constants of ROCKETMQ.md §1 for 4.7.1, 4.9.7 and 5.x."""
+"""Client profiles: RocketMQ's constants for 4.7.1, 4.9.7 and 5.x.
+
+Latency bands (``MQFaultStrategy.latencyMax`` and ``notAvailableDuration``, @4.7.1:31-32,
+@4.9.7:31-32, @HEAD:29-30), in ms:
+
+* 4.x: latencies 50, 100, 550, 1000, 2000, 3000, 15000 map to isolations 0, 0, 30000, 60000,
+  120000, 180000, 600000;
+* 5.x: latencies 50, 100, 550, 1800, 3000, 5000, 15000 map to 0, 0, 2000, 5000, 6000, 10000,
+  30000.
+
+``computeNotAvailableDuration`` walks the bands from the last down and returns the isolation of
+the first band whose bound the latency reaches (bounds are inclusive); below 50 ms, negative
+latencies included, it returns 0. When an attempt is reported with ``isolation`` true,
+``MQFaultStrategy.updateFaultItem`` looks the duration up with a substitute latency, 30000 in 4.x
+(so 10 minutes; @4.7.1:97, @4.9.7:95) and 10000 in 5.x (so 10 s; @HEAD:167), while the
+``FaultItem`` keeps the measured latency. The strategy does nothing while
+``sendLatencyFaultEnable`` is off, its default in every profile (5.x reads it from the system
+property ``com.rocketmq.sendLatencyEnable``, ``ClientConfig``@HEAD:99).
+
+Broker response codes a SYNC send retries (``DefaultMQProducerImpl.sendDefaultImpl``@4.7.1:624,
+then the set ``DefaultMQProducer.retryResponseCodes``, configurable since 4.9.2, @4.9.7:68,
+@HEAD:77): 17 TOPIC_NOT_EXIST, 14 SERVICE_NOT_AVAILABLE, 1 SYSTEM_ERROR, 16 NO_PERMISSION,
+204 NO_BUYER_ID, 205 NOT_IN_CURRENT_UNIT; 5.x adds 2 SYSTEM_BUSY (5.3.0, ISSUE #5838) and 1500
+GO_AWAY (5.3.1, ISSUE #8599).
+
+Names (``TopicValidator`` in ``common``, ``Validators`` before it): the system topics, to which 5.x
+adds ``CHECKPOINT_TOPIC`` (any name starting ``rmq_sys_`` is one too); the topics a client may
+not send to, only ``SCHEDULE_TOPIC_XXXX`` in 4.7.1 and six in 4.9.7 and 5.x; the group name
+limit, 255 characters, 120 in 5.x (the development branch only: 5.3.3 still has 255).
+"""
 
 from __future__ import annotations
 
@@ -146,7 +175,7 @@ PROFILES: Mapping[str, Profile] = MappingProxyType(
 
 
 def not_available_duration(profile: Profile, latency_ms: int, isolation: bool = False) -> int:
-    """``MQFaultStrategy.computeNotAvailableDuration`` (ROCKETMQ.md §1): the isolation in ms for a
+    """``MQFaultStrategy.computeNotAvailableDuration`` (module docstring): the isolation in ms for a
     latency. With ``isolation`` the profile's substitute latency is looked up instead.
 
     >>> p = PROFILES["rocketmq-4.9"]

@@ -1,5 +1,38 @@
-"""Queue selection: ``TopicPublishInfo`` and ``MQFaultStrategy.selectOneMessageQueue``
-(ROCKETMQ.md §3-§4), bug for bug per profile."""
+"""Queue selection: ``TopicPublishInfo`` and ``MQFaultStrategy.selectOneMessageQueue``, bug for
+bug per profile, over the round-robin index of :mod:`udfs.rocketmq._index`.
+
+Sources: ``impl/producer/TopicPublishInfo.java`` (@4.7.1:69-84, @4.9.7:69-84, @HEAD:75-121) and
+``latency/MQFaultStrategy.java`` (@4.7.1:58-89, @4.9.7:58-87, @HEAD:137-162).
+
+``TopicPublishInfo``: the plain pick takes the queue at ``next() % n`` (4.x with ``abs`` and a
+negative position clamped to 0); an empty list throws ``ArithmeticException``. Avoiding the last
+broker, 4.7.1 reads the index once and walks on from it locally, while 4.9.7 and 5.x call
+``next()`` for every probe (ISSUE #2223, 4.8.0); after ``n`` probes on the last broker, one plain
+pick. 5.x filters (``selectOneMessageQueue(QueueFilter...)``) make up to ``n`` probes and return
+the first queue that passes every filter, or none. ``getQueueIdByBroker`` (4.x) and
+``getWriteQueueNumsByBroker`` (5.x) give the broker's write queue count, -1 without one.
+
+``MQFaultStrategy.selectOneMessageQueue`` with the latency fault switch off avoids the last
+broker as above (5.x: one filtered pass, then one plain pick). With it on:
+
+* **4.7.1**: (1) read the index once; probe the ``n`` positions; take a queue whose broker is
+  available *and* is the last broker (or there is no last broker): the ``equals`` quirk accepts
+  only the broker that just failed. (2) Otherwise ask ``pickOneAtLeast`` for a broker; (3) if it
+  has write queues, take the next plain pick's queue object, the one shared with the route's
+  list, and rewrite it in place to that broker and ``next() % writeQueueNums``: the list stays
+  wrong until the route is rebuilt (apache/rocketmq #3548, #4154, #7779). (4) Otherwise remove
+  that broker from the fault table; an empty table gives ``remove(null)``, a
+  ``NullPointerException``. (5) Any exception in (1)-(4) (route data missing too) is logged and
+  swallowed, and a plain pick decides.
+* **4.9.7**: the same, except step (1) ignores the last broker (4.8.0, ISSUE #1576, PR #1607).
+* **5.x**: (0) on a retry of a sync send (``resetIndex``) the index restarts at random; (1) a
+  filtered pick, available and not the last broker; (2) a filtered pick, reachable and not the
+  last broker; (3) a plain pick. No rewrite, no ``pickOneAtLeast``, no removal.
+
+An empty queue list ends in ``ArithmeticException`` in every profile (``sendDefaultImpl`` checks
+``TopicPublishInfo.ok()`` first); here it is :class:`EmptyRouteError`. :class:`Rule` names the
+step that chose the queue.
+"""
 
 from __future__ import annotations
 
@@ -177,7 +210,7 @@ def select_queue(
     latency_fault_enable: bool,
     reset_index: bool = False,
 ) -> Selection:
-    """``MQFaultStrategy.selectOneMessageQueue`` for ``profile`` (ROCKETMQ.md §4.2).
+    """``MQFaultStrategy.selectOneMessageQueue`` for ``profile`` (module docstring).
 
     Advances ``info.index`` and ``table.worst_index`` as RocketMQ does; 4.x may rewrite a queue of
     ``info.queues`` in place or remove a broker from ``table``. An empty queue list raises

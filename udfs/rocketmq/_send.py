@@ -1,5 +1,49 @@
-"""The send path (ROCKETMQ.md §5): what each attempt's outcome reports to the fault table, and
-whether ``sendDefaultImpl`` (SYNC, ONEWAY) or the async callback (ASYNC) tries again."""
+"""The send path: what each attempt's outcome reports to the fault table, and whether
+``sendDefaultImpl`` (SYNC, ONEWAY) or the async callback (ASYNC) tries again.
+
+Sources: ``impl/producer/DefaultMQProducerImpl.sendDefaultImpl`` (@4.7.1:563-690,
+@4.9.7:555-675, @HEAD:756-900) and the callbacks of ``impl/MQClientAPIImpl`` (``sendMessageAsync``,
+``onExceptionImpl``); defaults from ``producer/DefaultMQProducer`` (``sendMsgTimeout`` 3000 ms,
+``retryTimesWhenSendFailed`` and ``retryTimesWhenSendAsyncFailed`` 2,
+``retryAnotherBrokerWhenNotStoreOK`` false).
+
+**Attempts.** SYNC makes up to 1 + 2 attempts in the ``sendDefaultImpl`` loop; ASYNC makes one
+there and its callback retries up to 2 more; ONEWAY makes one. A send to an explicit queue or
+through a ``MessageQueueSelector`` (``sendSelectImpl``) bypasses the fault strategy: one attempt,
+no report. ``sendMsgTimeout`` is a *total* budget: before each attempt the loop stops with a
+call timeout if the time since the first attempt exceeds it (``CALL_TIMEOUT``), and each attempt
+gets what is left (5.x caps it at ``sendMsgMaxTimeoutPerRequest`` when set). A retry picks its
+queue avoiding the broker that just failed, in 5.x with ``resetIndex``
+(:mod:`udfs.rocketmq._route`).
+
+**Outcome table** (SYNC loop): the ``isolation`` argument of ``updateFaultItem(broker,
+elapsed, isolation[, reachable])`` in 4.7.1 / 4.9.7 / 5.x (with 5.x's ``reachable``), then what
+the loop does next.
+
+* returned (``SEND_OK`` or one of the three non-OK store statuses): false / false / false,
+  reachable; return [1];
+* ``REMOTING_EXCEPTION``: true / true / true, reachable = ``not startDetectorEnable``; retry;
+* ``CLIENT_EXCEPTION`` (e.g. no broker address): true / true / false, reachable; retry;
+* ``BROKER_EXCEPTION`` (an error response code): true / true / true, unreachable; retry [2];
+* ``INTERRUPTED``: false / false / false, reachable; fail.
+
+[1] A non-OK store status is retried only with ``retryAnotherBrokerWhenNotStoreOK``.
+[2] Only for a code of the profile's retry set; otherwise the earlier non-OK result is returned
+if there is one, else the send fails. When the attempts run out, the last result is returned if
+any, else ``MQClientException("Send [N] times, still failed")`` with the response code of the
+last exception (the broker's, or 10001 connect, 10002 timeout, 10003 client).
+
+**ASYNC.** ``sendDefaultImpl`` reports the dispatch itself, with a near-zero latency and no
+isolation; the callback then reports the result: a success without isolation, a broker error
+response with isolation and *no* retry, no response (send failure, timeout) with isolation and a
+retry while attempts remain (5.x: also while budget remains). A retry re-sends the same request
+to the broker the strategy picks. *Derived*: in 4.x the dispatch report overwrites the item, so
+it clears any running isolation of the chosen broker at once; 5.x's extend-only rule does not.
+
+**Transactional** half messages go SYNC through this path; ``sendMessageInTransaction`` clears a
+non-zero ``DELAY`` first (@4.7.1:1210, @4.9.7:1230, @HEAD:1439); see
+:mod:`udfs.rocketmq._transaction`.
+"""
 
 from __future__ import annotations
 
@@ -151,7 +195,7 @@ def attempt_effect(
     retry_another_broker_when_not_store_ok: bool = False,
     earlier_result: bool = False,
 ) -> AttemptEffect:
-    """The outcome table of ROCKETMQ.md §5 for one attempt (``attempt`` 0 is the first).
+    """The outcome table of the module docstring for one attempt (``attempt`` 0 is the first).
 
     ``attempts_total`` defaults to :func:`max_attempts` of ``mode``; ``remaining_timeout_ms`` is the
     budget left after this attempt (5.x async retries need it above 0; None: not checked);

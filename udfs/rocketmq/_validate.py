@@ -1,4 +1,18 @@
-"""Client-side validation (``Validators``, ROCKETMQ.md §6) with RocketMQ's codes and texts."""
+"""Client-side validation with RocketMQ's codes and texts.
+
+Sources: ``Validators.java`` (client) and ``common``'s ``topic/TopicValidator.java`` (@4.9.7,
+@HEAD; 4.7.1 keeps the whole check in ``Validators``).
+
+``checkTopic`` starts with the blank check (null, empty or whitespace: "The specified topic is
+blank"); then 4.7.1 checks the characters (``^[%|a-zA-Z0-9_-]+$``) before the length (at most
+127), while 4.9.7 and 5.x check the length first and the characters with a 128-entry table, so
+non-ASCII is illegal. These errors carry response code -1. ``checkMessage`` runs, in order: a
+null message (13); ``checkTopic``; a topic the client may not send to ("Sending message to
+topic[...] is forbidden.", -1); a null body, an empty body, a body over ``maxMessageSize``
+4194304 bytes (all 13; exactly 4194304 passes); 5.x only, an ``INNER_MULTI_DISPATCH`` property
+containing ``/`` (13). System topics other than the not-allowed ones pass ``checkMessage``.
+Groups are checked as topics are, with the profile's length limit (:mod:`udfs.rocketmq._profiles`).
+"""
 
 from __future__ import annotations
 
