@@ -8,6 +8,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+# the settings are light; Spark, pandas and the rest are imported inside the commands' functions,
+# so that `faultline --help` answers at once
+from streaming.config import add_setting_flags, duration_flag, load_job_config, load_scenario
 from udfs.errors import ConfigError, FaultlineError
 
 
@@ -16,27 +19,7 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run the streaming job")
     run.add_argument("--config", help="YAML settings (default conf/faultline.yaml)")
-    run.add_argument("--source", help="simulator | files | kafka")
-    run.add_argument("--path", help="files source: a folder of JSON-lines or Parquet files")
-    run.add_argument("--scenario", help="simulator: conf/scenarios/NAME.yaml or a path")
-    run.add_argument("--output", help="root of the Delta tables")
-    run.add_argument("--checkpoint", help="checkpoint root")
-    run.add_argument(
-        "--once", action="store_true", default=None, help="process what is there, then stop"
-    )
-    run.add_argument("--scope", help="cluster | producer | both")
-    run.add_argument("--master", help="Spark master URL (default local[*])")
-    run.add_argument("--max-records-per-batch", type=int, help="records per micro-batch at most")
-    run.add_argument(
-        "--stateful-shards", type=int, help="keys per RocketMQ cluster in the stateful stage"
-    )
-    run.add_argument(
-        "--state-store", help="hdfs (Spark's default) | rocksdb; fixed for a checkpoint"
-    )
-    run.add_argument("--kafka-bootstrap", help="Kafka: HOST:PORT[,...]")
-    run.add_argument("--topic", help="Kafka: the topic of send results")
-    run.add_argument("--starting-offsets", help="Kafka: earliest (the default) | latest | JSON")
-    run.add_argument("--max-offsets-per-trigger", type=int, help="Kafka: records per micro-batch")
+    add_setting_flags(run)
     rep = commands.add_parser(
         "replay", help="re-run batches of a job from its checkpoint, into tables of their own"
     )
@@ -148,32 +131,12 @@ def _main(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from streaming.config import load_job_config
     from streaming.job.run import run
 
-    overrides = {
-        "source": args.source,
-        "path": args.path,
-        "scenario": args.scenario,
-        "output": args.output,
-        "checkpoint": args.checkpoint,
-        "once": args.once,
-        "scope": args.scope,
-        "master": args.master,
-        "max_records_per_batch": args.max_records_per_batch,
-        "stateful_shards": args.stateful_shards,
-        "state_store": args.state_store,
-        "kafka_bootstrap": args.kafka_bootstrap,
-        "topic": args.topic,
-        "starting_offsets": args.starting_offsets,
-        "max_offsets_per_trigger": args.max_offsets_per_trigger,
-    }
-    config = load_job_config(args.config, overrides)
-    return run(config)
+    return run(load_job_config(args.config, args.settings))
 
 
 def _maintain(args: argparse.Namespace) -> int:
-    from streaming.config import load_job_config
     from streaming.job.maintain import maintain, print_reports
 
     config = load_job_config(args.config, {"output": args.output})
@@ -191,7 +154,6 @@ def _maintain(args: argparse.Namespace) -> int:
 
 
 def _dashboard(args: argparse.Namespace) -> int:
-    from streaming.config import duration_flag
     from streaming.tools.dashboard.app import serve
 
     refresh = duration_flag("--refresh", args.refresh)
@@ -200,7 +162,6 @@ def _dashboard(args: argparse.Namespace) -> int:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from streaming.config import load_job_config, load_scenario
     from streaming.sim.simulator import simulate, write_jsonl
 
     usage = (

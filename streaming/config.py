@@ -2,16 +2,24 @@
 
 Unknown keys are errors. Every error names the file (or the command-line flag), the dotted key,
 the value and what is allowed, and stops the job before Spark starts.
+
+A job setting is a field of :class:`JobConfig` (or of one of its blocks) with its description
+below it. From the field come its key in the YAML, its flag of ``faultline run``
+(:func:`add_setting_flags`) and, when the engine has a field of that name, the engine's setting
+(:func:`engine_config`).
 """
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import re
-from collections.abc import Mapping
+import types
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, get_args, get_origin
 
 import yaml
 from pydantic import (
@@ -26,8 +34,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic.fields import FieldInfo
 
-from udfs import engine
 from udfs.errors import ConfigError
 from udfs.rocketmq import (
     DEFAULT_DELAY_LEVELS,
@@ -36,7 +44,9 @@ from udfs.rocketmq import (
     DelayLevels,
     transaction_config,
 )
-from udfs.schedule import DelayPolicy
+
+if TYPE_CHECKING:
+    from udfs import engine
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 DEFAULT_CONFIG = CONF_DIR / "faultline.yaml"
@@ -94,7 +104,9 @@ Outcome = Literal[
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, populate_by_name=True, use_attribute_docstrings=True
+    )
 
 
 # --- scenarios --------------------------------------------------------------------------------
@@ -311,13 +323,18 @@ class PoliciesConfig(_Strict):
     latency_outlier_factor: Annotated[float, Field(gt=1)] | None = 3.0
     """Isolate a broker whose mean latency over a window is this many times its topic's median."""
     latency_outlier_window: Duration = 10_000
+    """The windows of event time over which a broker's mean latency is measured."""
     latency_outlier_min_sends: PositiveInt = 5
+    """Answered sends a broker needs in a window for its mean to count."""
     latency_outlier_min_latency: Duration = 100
+    """A mean below this is never an outlier, however far above the median."""
     latency_outlier_isolation: Duration = 30_000
+    """How long an outlier is isolated (``OUTLIER``)."""
     recovery_probe_share: Share | None = 0.25
     """A broker whose isolation ends takes this share of the sends for as long as it was
     isolated (at most ``recovery_probe_max``), then all of them."""
     recovery_probe_max: Duration = 10_000
+    """The longest a broker whose isolation ends takes only its share of the sends."""
     fault_aware_release: bool = True
     """A message leaving a delay queue goes onto a broker the cluster scope does not isolate
     then (``redeliveries.broker_name``)."""
@@ -380,15 +397,25 @@ class TransactionsConfig(_Strict):
 
 class JobConfig(_Strict):
     source: Literal["simulator", "files", "kafka"] = "simulator"
+    """Where the send results come from: the simulator's scenario, a folder of files, or Kafka."""
     path: str | None = None
+    """The files source: a folder of JSON-lines or Parquet files."""
     scenario: str = "default"
+    """The simulator's scenario: ``conf/scenarios/NAME.yaml``, or a path."""
     output: str = "output"
+    """The root of the Delta tables."""
     checkpoint: str = "checkpoints"
+    """The root of Spark's checkpoint; it belongs to one source and one scenario."""
     once: bool = False
+    """Process what is there, then stop."""
     scope: Literal["cluster", "producer", "both"] = "both"
+    """Whose decisions: the cluster's shared view, each producer's own, or both."""
     master: str = "local[*]"
+    """Spark's master URL."""
     max_records_per_batch: PositiveInt = 20_000
+    """Records per micro-batch at most."""
     shuffle_partitions: PositiveInt = 2
+    """Tasks of the stateful stage. Fixed for a checkpoint."""
     min_batches_to_retain: PositiveInt = 100
     """Spark's ``minBatchesToRetain``: the checkpoint keeps the state after this many recent
     batches, so ``faultline replay`` can start that far back."""
@@ -401,10 +428,15 @@ class JobConfig(_Strict):
     executors' memory, a file of changed keys per batch); ``rocksdb``, RocksDB on the executors'
     disks with changelog checkpointing. Fixed for a checkpoint."""
     cluster_profile: ProfileName = "rocketmq-5"
+    """The profile of the cluster scope's shared view (5.x extends isolations)."""
     default_client_profile: ProfileName = "rocketmq-4.9"
+    """The profile of events without ``client_profile``."""
     default_latency_fault_enable: bool = True
+    """The latency fault switch of events without ``latency_fault_enable``."""
     allowed_lateness: Duration = 60_000
+    """An event older than the cluster's clock minus this goes to ``late_events``."""
     max_future_skew: Duration = 3_600_000
+    """An event later than its record's ingest time plus this goes to ``quarantine``."""
     send_msg_timeout: Duration = 3_000
     """The producers' ``sendMsgTimeout``: the budget of a whole send, all attempts together."""
     ignore_spent_budget: bool = True
@@ -417,8 +449,12 @@ class JobConfig(_Strict):
     """Who commits to the Delta tables: faultline's own writer (delta-rs, no jars), or Spark's
     Delta Lake data source, on a cluster that has its jars (``streaming.job.sink_spark``)."""
     seed: int = 0
+    """The seed of the engine's random draws (each draw is also seeded by its event)."""
     static_routes: dict[str, list[RouteBroker]] = {}
+    """Topics' routes before their first route event: ``{topic: [{broker_name,
+    write_queue_nums, perm}]}``; route events override them."""
     progress_interval: Duration = 2_000
+    """How often the progress line may be printed."""
     trigger_interval: Duration = 500
     """How often the running job (Kafka or files, without ``once``) starts a micro-batch: Spark's
     processing-time trigger. The simulator and ``once`` read what is there and stop."""
@@ -464,10 +500,15 @@ class JobConfig(_Strict):
     topic: str | None = None
     """The Kafka source's topics (``subscribe``: comma-separated)."""
     subscribe_pattern: str | None = None
+    """The Kafka source's topics as a pattern (``subscribePattern``), instead of ``topic``."""
     starting_offsets: str = "earliest"
+    """Where the Kafka source starts without a checkpoint: ``earliest``, ``latest`` or JSON
+    ``{"topic": {"0": 42}}``."""
     max_offsets_per_trigger: PositiveInt | None = None
     """Records per micro-batch from Kafka (default: ``max_records_per_batch``)."""
     fail_on_data_loss: bool = True
+    """Offsets that retention deleted before they were read fail the query; false: each lost
+    range is one ``quarantine`` row."""
     kafka_options: dict[str, str] = {}
     """librdkafka settings for every Kafka client (security: ``security.protocol``,
     ``sasl.mechanism``, ``sasl.username``, ``sasl.password``, ``ssl.ca.location``, ...)."""
@@ -509,6 +550,158 @@ class JobConfig(_Strict):
         return ("cluster", "producer") if self.scope == "both" else (self.scope,)
 
 
+ENGINE_NAMES = {
+    "allowed_lateness": "allowed_lateness_ms",
+    "max_future_skew": "max_future_skew_ms",
+    "evict_silent_producers_after": "evict_after_ms",
+    "send_msg_timeout": "send_msg_timeout_ms",
+    "policies.latency_outlier_factor": "outlier_factor",
+    "policies.latency_outlier_window": "outlier_window_ms",
+    "policies.latency_outlier_min_sends": "outlier_min_sends",
+    "policies.latency_outlier_min_latency": "outlier_min_latency_ms",
+    "policies.latency_outlier_isolation": "outlier_isolation_ms",
+    "policies.recovery_probe_share": "probe_share",
+    "policies.recovery_probe_max": "probe_max_ms",
+    "transactions.transaction_timeout": "timeout_ms",
+    "transactions.check_interval": "check_interval_ms",
+    "transactions.file_reserved_time": "file_reserved_ms",
+}
+"""The engine's name for a setting, where it is not the setting's key (the engine's durations end
+in ``_ms``). Every other setting reaches the engine's field of its own name, if there is one."""
+
+
+def engine_config(config: JobConfig) -> engine.EngineConfig:
+    """What the engine needs of the job's settings: each setting the engine has a field for, under
+    its engine name, and the few built from others."""
+    from udfs import engine  # with pandas, which `faultline --help` must not wait for
+    from udfs.schedule import DelayPolicy
+
+    rules = config.policies
+    policies = engine.Policies(**_for_engine(rules, engine.Policies, "policies."))
+    return engine.EngineConfig(
+        **_for_engine(
+            config,
+            engine.EngineConfig,
+            scopes=config.scopes,
+            static_routes={
+                topic: tuple((b.broker_name, b.write_queue_nums, b.perm) for b in brokers)
+                for topic, brokers in config.static_routes.items()
+            },
+            delays=DelayPolicy(DelayLevels.parse(config.delay_levels), config.max_redeliveries),
+            policies=policies if rules.enabled else engine.Policies(),  # RocketMQ's rules alone
+            transactions=engine.BrokerTransactions(
+                **_for_engine(config.transactions, engine.BrokerTransactions, "transactions.")
+            ),
+        )
+    )
+
+
+def _for_engine(settings: BaseModel, target: Any, block: str = "", **built: Any) -> dict[str, Any]:
+    """The arguments of ``target`` (a dataclass of the engine): ``built``, and each of the
+    ``settings`` it has a field for, under the engine's name."""
+    fields = {f.name for f in dataclasses.fields(target)}
+    named = {ENGINE_NAMES.get(block + key, key): key for key in type(settings).model_fields}
+    same = {name: getattr(settings, key) for name, key in named.items() if name in fields}
+    return {**same, **built}
+
+
+# --- flags ------------------------------------------------------------------------------------
+
+
+def setting_fields(
+    model: type[BaseModel] = JobConfig, block: str = ""
+) -> Iterator[tuple[str, FieldInfo]]:
+    """Each setting of ``model`` by its dotted key (``policies.isolation_cap``), with its field."""
+    for name, field in model.model_fields.items():
+        if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
+            yield from setting_fields(field.annotation, f"{block}{name}.")
+        else:
+            yield block + name, field
+
+
+def add_setting_flags(parser: argparse.ArgumentParser, model: type[BaseModel] = JobConfig) -> None:
+    """A flag for each setting of ``model``, made from its field: ``--max-records-per-batch``
+    sets ``max_records_per_batch``, ``--policies.isolation-cap`` sets ``policies.isolation_cap``,
+    ``--once`` and ``--no-once`` set a yes/no setting. The help is the field's description; the
+    text is left to the field's own validation (``5s`` for a duration, whose whole numbers are
+    ms), or read as YAML for a mapping or a list. The settings given end up in
+    ``args.settings``, by key."""
+    parser.set_defaults(settings={})
+    for key, field in setting_fields(model):
+        parts = [*_parts(field.annotation), *field.metadata]
+        yes_no, metavar = bool in parts, _metavar(parts)
+        head, dot, name = key.rpartition(".")
+        names = [f"--{key}"] + ([f"--{head}{dot}no-{name}"] if yes_no else [])
+        parser.add_argument(
+            *(n.replace("_", "-") for n in names),
+            action=_Setting,
+            key=key,
+            dest=key.partition(".")[0],  # the key of the YAML's top level that it sets
+            default=argparse.SUPPRESS,
+            nargs=0 if yes_no else None,
+            metavar=None if yes_no else metavar,
+            type={"DURATION": _ms, "YAML": _yaml}.get(metavar, str),
+            help=(field.description or "").replace("``", "").replace("%", "%%"),
+        )
+
+
+class _Setting(argparse.Action):
+    """Keeps a flag's value in ``args.settings`` under its key (a yes/no flag takes none)."""
+
+    def __init__(self, *args: Any, key: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.key = key
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        value = option_string == self.option_strings[0] if self.nargs == 0 else values
+        namespace.settings = {**namespace.settings, self.key: value}
+
+
+def _parts(annotation: Any) -> Iterator[Any]:
+    """The types and markers a type is made of: ``Duration | None`` gives int, its bound, the
+    duration parser and None."""
+    if get_origin(annotation) is Annotated:
+        inner, *markers = get_args(annotation)
+        yield from _parts(inner)
+        yield from markers
+    elif get_origin(annotation) in (Union, types.UnionType):
+        for arg in get_args(annotation):
+            yield from _parts(arg)
+    else:
+        yield annotation
+
+
+def _metavar(parts: list[Any]) -> str:
+    """How a flag's value is shown in ``--help``: its choices, DURATION, YAML, or its type."""
+    for part in parts:
+        if get_origin(part) is Literal:
+            return "{" + ",".join(get_args(part)) + "}"
+        if isinstance(part, BeforeValidator) and part.func is _duration:
+            return "DURATION"
+        if get_origin(part) in (dict, list):
+            return "YAML"
+    return next(part.__name__.upper() for part in parts if isinstance(part, type))
+
+
+def _ms(text: str) -> int | str:
+    """A duration flag's text: a whole number is ms, as in the YAML; ``5s`` is left to the field."""
+    return int(text) if text.isdigit() else text
+
+
+def _yaml(text: str) -> Any:
+    """A mapping or list flag's text, read as YAML."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise argparse.ArgumentTypeError(f"not YAML: {exc}") from None
+
+
 # --- loading ----------------------------------------------------------------------------------
 
 
@@ -543,8 +736,9 @@ def masked(conf: Mapping[str, Any]) -> dict[str, Any]:
 def _explain(error: ValidationError, where: Mapping[str, str], default: str) -> ConfigError:
     lines = []
     for item in error.errors():
-        loc = ".".join(str(p) for p in item["loc"])
-        origin = where.get(str(item["loc"][0]) if item["loc"] else "", default)
+        keys = [str(p) for p in item["loc"]]
+        loc = ".".join(keys)
+        origin = where.get(".".join(keys[:2])) or where.get(".".join(keys[:1]), default)
         value = item.get("input")
         if item["loc"] and item["loc"][0] == "kafka_options":  # may hold secrets: never echo them
             if len(item["loc"]) > 1:
@@ -563,13 +757,21 @@ def load_job_config(
     path: str | Path | None = None, overrides: Mapping[str, Any] | None = None
 ) -> JobConfig:
     """Read the job's YAML (``conf/faultline.yaml`` when ``path`` is None) and apply the
-    command-line ``overrides`` (flag name -> value); raises :class:`ConfigError`."""
+    command-line ``overrides`` (key -> value; a dotted key, ``policies.isolation_cap``, sets one
+    key of its block); raises :class:`ConfigError`."""
     file = Path(path) if path is not None else DEFAULT_CONFIG
     data = _read_yaml(file)
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
     where = {k: f"command line --{k.replace('_', '-')}" for k in overrides}
+    blocks = {key.partition(".")[0] for key, _ in setting_fields() if "." in key}
+    for key, value in overrides.items():
+        block, _, name = key.partition(".")
+        if block in blocks and name and isinstance(data.get(block, {}), dict):
+            data[block] = {**data.get(block, {}), name: value}
+        else:
+            data[key] = value
     try:
-        return JobConfig.model_validate({**data, **overrides})
+        return JobConfig.model_validate(data)
     except ValidationError as exc:
         raise _explain(exc, where, str(file)) from None
 
@@ -591,45 +793,3 @@ def load_scenario(name: str) -> Scenario:
         return Scenario.model_validate(_read_yaml(path))
     except ValidationError as exc:
         raise _explain(exc, {}, str(path)) from None
-
-
-def engine_config(config: JobConfig) -> engine.EngineConfig:
-    rules, tx = config.policies, config.transactions
-    routes = {
-        topic: tuple((b.broker_name, b.write_queue_nums, b.perm) for b in brokers)
-        for topic, brokers in config.static_routes.items()
-    }
-    return engine.EngineConfig(
-        scopes=config.scopes,
-        cluster_profile=config.cluster_profile,
-        default_client_profile=config.default_client_profile,
-        default_latency_fault_enable=config.default_latency_fault_enable,
-        allowed_lateness_ms=config.allowed_lateness,
-        max_future_skew_ms=config.max_future_skew,
-        evict_after_ms=config.evict_silent_producers_after,
-        static_routes=routes,
-        seed=config.seed,
-        delays=DelayPolicy(DelayLevels.parse(config.delay_levels), config.max_redeliveries),
-        send_msg_timeout_ms=config.send_msg_timeout,
-        ignore_spent_budget=config.ignore_spent_budget,
-        policies=engine.Policies()  # RocketMQ's rules alone
-        if not rules.enabled
-        else engine.Policies(
-            isolation_cap=rules.isolation_cap,
-            outlier_factor=rules.latency_outlier_factor,
-            outlier_window_ms=rules.latency_outlier_window,
-            outlier_min_sends=rules.latency_outlier_min_sends,
-            outlier_min_latency_ms=rules.latency_outlier_min_latency,
-            outlier_isolation_ms=rules.latency_outlier_isolation,
-            probe_share=rules.recovery_probe_share,
-            probe_max_ms=rules.recovery_probe_max,
-            fault_aware_release=rules.fault_aware_release,
-            report_queue_swaps=rules.report_queue_swaps,
-        ),
-        transactions=engine.BrokerTransactions(
-            timeout_ms=tx.transaction_timeout,
-            check_max=tx.check_max,
-            check_interval_ms=tx.check_interval,
-            file_reserved_ms=tx.file_reserved_time,
-        ),
-    )

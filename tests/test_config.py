@@ -3,21 +3,31 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
+from pydantic import BaseModel
 
 from streaming.cli import _parser
 from streaming.config import (
     CONF_DIR,
     DEFAULT_CONFIG,
+    ENGINE_NAMES,
+    Duration,
     JobConfig,
     PoliciesConfig,
+    add_setting_flags,
     duration_flag,
     load_job_config,
+    setting_fields,
 )
-from udfs.engine import Policies
+from udfs.engine import BrokerTransactions, EngineConfig, Policies
 from udfs.errors import ConfigError
 
 PROJECT = CONF_DIR.parent
@@ -140,3 +150,94 @@ def test_the_policies_are_on_by_default_and_one_setting_turns_them_off() -> None
     # conf/rocketmq-only.yaml: `policies: {enabled: false}`, whatever the other keys say
     assert engine_config(load_job_config(CONF_DIR / "rocketmq-only.yaml")).policies == Policies()
     assert load_job_config(CONF_DIR / "rocketmq-only.yaml").policies.isolation_cap == 0.5
+
+
+def _given(*flags: str) -> dict[str, Any]:
+    """The settings ``faultline run`` takes from ``flags``."""
+    settings: dict[str, Any] = _parser().parse_args(["run", *flags]).settings
+    return settings
+
+
+def test_every_setting_has_a_flag_that_its_field_reads() -> None:
+    """One flag of ``faultline run`` per setting, a block's keys too, with the field's description
+    for its help; every default, given as text on the command line, reads back as itself."""
+    commands = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
+    actions = commands.choices["run"]._actions
+    defaults = JobConfig()
+    values = {}
+    for name, value in defaults:
+        if isinstance(value, BaseModel):  # a block: policies, maintenance, transactions
+            values |= {f"{name}.{key}": v for key, v in value}
+        else:
+            values[name] = value
+    flags = []
+    for key, value in values.items():
+        [action] = [a for a in actions if getattr(a, "key", None) == key]
+        assert action.option_strings[0] == "--" + key.replace("_", "-")
+        assert action.help, f"{key} has no description"
+        if isinstance(value, bool):  # --once, --no-once
+            flags.append(action.option_strings[0 if value else 1])
+        elif value is not None:
+            text = json.dumps(value) if isinstance(value, dict) else str(value)
+            flags += [action.option_strings[0], text]
+    given = _given(*flags)
+    assert set(given) == {key for key, value in values.items() if value is not None}
+    assert load_job_config(None, given) == defaults
+
+
+def test_flags_win_over_the_file_and_a_block_keeps_its_other_keys(tmp_path: Path) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text("once: true\npolicies:\n  enabled: false\n  isolation_cap: 0.4\n")
+    config = load_job_config(
+        path,
+        _given(
+            *("--max-records-per-batch", "200", "--no-once", "--scope", "cluster"),
+            *("--trigger-interval", "1.5s", "--transactions.check-interval", "40s"),
+            *("--policies.latency-outlier-window", "5s", "--policies.no-fault-aware-release"),
+            *("--kafka-options", "{security.protocol: SSL}"),
+        ),
+    )
+    assert (config.max_records_per_batch, config.once, config.scope) == (200, False, "cluster")
+    assert (config.trigger_interval, config.transactions.check_interval) == (1_500, 40_000)
+    assert config.policies == PoliciesConfig(
+        enabled=False, isolation_cap=0.4, latency_outlier_window=5_000, fault_aware_release=False
+    )
+    assert config.kafka_options == {"security.protocol": "SSL"}
+    with pytest.raises(ConfigError) as caught:
+        load_job_config(path, _given("--policies.isolation-cap", "1.5"))
+    assert str(caught.value).startswith(
+        "command line --policies.isolation-cap: policies.isolation_cap = '1.5': "
+    )
+
+
+class _Wider(JobConfig):
+    grace: Duration = 1_000
+    """How long to wait."""
+
+
+def test_a_new_setting_gets_its_flag_from_its_field() -> None:
+    parser = argparse.ArgumentParser()
+    add_setting_flags(parser, _Wider)
+    [action] = [a for a in parser._actions if "--grace" in a.option_strings]
+    assert (action.metavar, action.help) == ("DURATION", "How long to wait.")
+    assert _Wider.model_validate(parser.parse_args(["--grace", "2s"]).settings).grace == 2_000
+
+
+def test_each_engine_name_is_of_a_setting_and_of_the_engine() -> None:
+    """A misspelt name in ENGINE_NAMES would leave the engine with its own default."""
+    engine = {"": EngineConfig, "policies.": Policies, "transactions.": BrokerTransactions}
+    keys = {key for key, _ in setting_fields()}
+    for key, name in ENGINE_NAMES.items():
+        block = key.rpartition(".")[0] + "." if "." in key else ""
+        assert key in keys and name in {f.name for f in dataclasses.fields(engine[block])}, key
+
+
+def test_the_command_line_starts_without_spark_or_pandas() -> None:
+    """``faultline --help`` builds every flag from the settings, without waiting for Spark."""
+    code = (
+        "import sys; from streaming.cli import _parser; _parser(); "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & "
+        "{'pyspark', 'py4j', 'pandas', 'pyarrow', 'deltalake', 'confluent_kafka'}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
