@@ -14,7 +14,8 @@ from streaming.config import JobConfig
 from streaming.job import failpoints
 from streaming.job.sink_spark import SESSION
 
-PROJECT = Path(__file__).resolve().parents[2]
+PACKAGES = Path(__file__).resolve().parents[2]
+"""The folder that holds ``udfs`` and ``streaming``: a source checkout, or site-packages."""
 
 
 PROVIDER_CLASS = "spark.sql.streaming.stateStore.providerClass"
@@ -123,6 +124,6 @@ def _bundle(output: Path) -> Path:
     bundle.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(bundle, "w") as zf:
         for package in ("udfs", "streaming"):
-            for path in (PROJECT / package).rglob("*.py"):
-                zf.write(path, path.relative_to(PROJECT))
+            for path in (PACKAGES / package).rglob("*.py"):
+                zf.write(path, path.relative_to(PACKAGES))
     return bundle
