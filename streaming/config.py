@@ -48,7 +48,10 @@ from udfs.rocketmq import (
 if TYPE_CHECKING:
     from udfs import engine
 
-CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+_PACKAGE = Path(__file__).resolve().parent
+CONF_DIR = _PACKAGE / "conf" if (_PACKAGE / "conf").is_dir() else _PACKAGE.parent / "conf"
+"""faultline's configuration and scenarios: ``conf/`` at the top of a source checkout, which an
+installed wheel holds inside the package (``streaming/conf``)."""
 DEFAULT_CONFIG = CONF_DIR / "faultline.yaml"
 SCENARIO_DIR = CONF_DIR / "scenarios"
 
@@ -759,7 +762,7 @@ def load_job_config(
     """Read the job's YAML (``conf/faultline.yaml`` when ``path`` is None) and apply the
     command-line ``overrides`` (key -> value; a dotted key, ``policies.isolation_cap``, sets one
     key of its block); raises :class:`ConfigError`."""
-    file = Path(path) if path is not None else DEFAULT_CONFIG
+    file = shipped(Path(path)) if path is not None else DEFAULT_CONFIG
     data = _read_yaml(file)
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
     where = {k: f"command line --{k.replace('_', '-')}" for k in overrides}
@@ -776,10 +779,18 @@ def load_job_config(
         raise _explain(exc, where, str(file)) from None
 
 
+def shipped(path: Path) -> Path:
+    """``path``; but ``conf/...`` that the working folder does not have is faultline's own copy
+    (:data:`CONF_DIR`), so ``--config conf/rocketmq-only.yaml`` works from any folder."""
+    if path.exists() or path.is_absolute() or path.parts[:1] != ("conf",):
+        return path
+    return CONF_DIR.joinpath(*path.parts[1:])
+
+
 def scenario_path(name: str) -> Path:
     candidate = Path(name)
     if candidate.suffix in (".yaml", ".yml") or candidate.exists():
-        return candidate
+        return shipped(candidate)
     return SCENARIO_DIR / f"{name}.yaml"
 
 

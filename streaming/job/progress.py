@@ -1,6 +1,7 @@
-"""Spark's own view of each micro-batch: a ``StreamingQueryListener`` that logs one line per
-batch and hands the figures to the sink, which writes them into that batch's ``batches`` row
-(:func:`streaming.job.sink.record_progress`), for the dashboard and for alerting.
+"""Each micro-batch's progress: a ``StreamingQueryListener`` that prints one line per batch, the
+job's figures of the batch beside Spark's, and hands Spark's figures to the sink, which writes
+them into that batch's ``batches`` row (:func:`streaming.job.sink.record_progress`), for the
+dashboard and for alerting.
 
 Spark reports a batch's progress after the batch has finished, on its listener thread; the
 figures wait here until the job's own thread writes them, at most every
@@ -65,36 +66,57 @@ def _rate(value: Any) -> float | None:
     return None if math.isnan(rate) else rate
 
 
-def progress_line(row: dict[str, Any]) -> str:
-    """The log line of one batch's progress."""
-    rates = [
-        f"{row[k]:,.0f} rows/s" if row[k] is not None else "-"
-        for k in ("input_rows_per_second", "processed_rows_per_second")
-    ]
+def progress_line(row: dict[str, Any], job: dict[str, Any] | None) -> str:
+    """The line of one batch: Spark's figures (``row``, from :func:`progress_row`) and the job's
+    (``job``, from :func:`job_figures`; None when the job has none for the batch). The rate is
+    Spark's processed rate: the records over the whole batch's time.
+
+    >>> spark = {"batch_id": 7, "processed_rows_per_second": 12402.0, "batch_ms": 1612,
+    ...          "add_batch_ms": 1430, "state_rows": 1, "state_memory_bytes": 680_000}
+    >>> job = {"records": 20000, "quarantined": 0, "late": 2, "clock": 1_795_255_345_000,
+    ...        "isolated": "broker-c until 2026-11-21 10:02:28"}
+    >>> print(progress_line(spark, job))
+    batch 7: 20000 records in 1.61 s (12,402/s, addBatch 1.43 s), 0 quarantined, 2 late;
+    state 1 rows, 0.68 MB; clock 2026-11-21 10:02:25;
+    isolated now: broker-c until 2026-11-21 10:02:28
+    """
+    rate = row["processed_rows_per_second"]
     seconds = [(row[k] or 0) / 1000 for k in ("batch_ms", "add_batch_ms")]
+    spark = (
+        f"{seconds[0]:.2f} s ({'-' if rate is None else f'{rate:,.0f}'}/s, "
+        f"addBatch {seconds[1]:.2f} s)"
+    )
+    state = f"state {row['state_rows']} rows, {row['state_memory_bytes'] / 1e6:.2f} MB"
+    if job is None:
+        return f"batch {row['batch_id']}: {spark}; {state}"
     return (
-        f"spark batch {row['batch_id']}: input {rates[0]}, processed {rates[1]}, "
-        f"{seconds[0]:.2f} s (addBatch {seconds[1]:.2f} s), "
-        f"state {row['state_rows']} rows, {row['state_memory_bytes'] / 1e6:.2f} MB"
+        f"batch {row['batch_id']}: {job['records']} records in {spark}, "
+        f"{job['quarantined']} quarantined, {job['late']} late; {state}; "
+        f"clock {iso(job['clock'])}; isolated now: {job['isolated']}"
     )
 
 
 class BatchProgress(StreamingQueryListener):
-    """Logs each batch's progress to ``out`` and keeps it for :meth:`take`."""
+    """Prints each batch's line to ``out`` and keeps Spark's figures for :meth:`take`."""
 
     def __init__(self, out: TextIO) -> None:
         self.out = out
         self._rows: list[dict[str, Any]] = []
+        self._jobs: dict[int, dict[str, Any]] = {}
         self._lock = threading.Lock()
         self._taken = time.monotonic()
         self.terminated = threading.Event()
+
+    def committed(self, batch_id: int, job: dict[str, Any]) -> None:
+        """The job's figures of a batch it committed, for the batch's line."""
+        self._jobs[batch_id] = job
 
     def onQueryStarted(self, event: Any) -> None:
         pass
 
     def onQueryProgress(self, event: Any) -> None:
         row = progress_row(json.loads(event.progress.json))
-        print(progress_line(row), file=self.out, flush=True)
+        print(progress_line(row, self._jobs.pop(row["batch_id"], None)), file=self.out, flush=True)
         with self._lock:
             self._rows.append(row)
 
@@ -147,17 +169,17 @@ def reason(error: str) -> str:
     return ours[0] if ours else lines[0]
 
 
-def print_progress(progress: Progress, out: TextIO) -> None:
+def job_figures(progress: Progress) -> dict[str, Any]:
+    """The job's figures of its last batch, for the batch's line."""
     last = progress.last
-    rate = last["input"] / last["seconds"] if last["seconds"] > 0 else 0.0
     isolated = ", ".join(f"{b} until {iso(u)}" for (_, b), u in sorted(progress.isolated.items()))
-    print(
-        f"batch {last['batch_id']}: {last['input']} records ({rate:,.0f}/s), "
-        f"{last['quarantined']} quarantined, {last['late']} late; clock {iso(last['clock'])}; "
-        f"isolated now: {isolated or 'none'}",
-        file=out,
-        flush=True,
-    )
+    return {
+        "records": last["input"],
+        "quarantined": last["quarantined"],
+        "late": last["late"],
+        "clock": last["clock"],
+        "isolated": isolated or "none",
+    }
 
 
 def iso(ms: int | None) -> str:

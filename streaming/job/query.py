@@ -18,6 +18,7 @@ from streaming.job.progress import (
     PROGRESS_EVERY_S,
     BatchProgress,
     Progress,
+    job_figures,
     reason,
     track_isolation,
 )
@@ -161,6 +162,7 @@ def build_query(
         if on_batch is not None:
             on_batch(progress.last)
         if listener is not None:  # the progress of the batches before, now and then
+            listener.committed(batch_id, job_figures(progress))
             sink.record_progress(output, listener.take(PROGRESS_EVERY_S))
         every = config.maintenance.every
         if every and (batch_id + 1) % every == 0:

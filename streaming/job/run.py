@@ -13,7 +13,7 @@ from streaming.job import sink
 from streaming.job.checkpoint import check_source, record_run
 from streaming.job.maintain import table_properties
 from streaming.job.outage import Watch
-from streaming.job.progress import BatchProgress, Progress, print_progress, reason
+from streaming.job.progress import BatchProgress, Progress, reason
 from streaming.job.publish import Publisher, check_reachable
 from streaming.job.query import QUERY_NAME, build_query
 from streaming.job.session import spark_session
@@ -92,16 +92,12 @@ def _run(config: JobConfig, out: TextIO, operator: Callable[..., Any] | None) ->
         operator=operator,
         listener=listener,
     )
-    shown = -1
     try:
-        while query.isActive:
+        while query.isActive:  # the listener prints each batch's line
             try:
                 query.awaitTermination(config.progress_interval / 1000)
             except Exception:  # the query failed: its reason is read below
                 break
-            if progress.batches != shown and progress.last:
-                shown = progress.batches
-                print_progress(progress, out)
         if query.exception() is not None:
             failure = from_failure(query.exception(), (output, checkpoint))
             raise failure or RuntimeError(progress.error or reason(str(query.exception())))

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import warnings
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +17,8 @@ from streaming.config import JobConfig
 from streaming.job import failpoints
 from streaming.job.sink_spark import SESSION
 
-PROJECT = Path(__file__).resolve().parents[2]
+PACKAGES = Path(__file__).resolve().parents[2]
+"""The folder that holds ``udfs`` and ``streaming``: a source checkout, or site-packages."""
 
 
 PROVIDER_CLASS = "spark.sql.streaming.stateStore.providerClass"
@@ -68,11 +72,41 @@ def spark_session(config: JobConfig, output: Path) -> Any:
         os.environ["PYTHONPATH"] = os.pathsep.join(
             filter(None, [str(bundle), os.environ.get("PYTHONPATH")])
         )
-    spark = builder.getOrCreate()
+    with _jvm_stderr():
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     if bundle is not None:
         spark.sparkContext.addPyFile(str(bundle))  # executors share no Python path with us
     return spark
+
+
+JVM_NOTICE = b"WARNING: Using incubator modules: jdk.incubator.vector"
+"""What the JVM prints as it starts, since Spark's launcher always adds that module; no option of
+the JVM or of Spark turns the line off."""
+
+
+@contextmanager
+def _jvm_stderr() -> Iterator[None]:
+    """A JVM started within writes its stderr through a pipe that passes every line on to this
+    process's stderr but :data:`JVM_NOTICE`."""
+    read, write = os.pipe()
+    stderr = os.dup(2)
+    threading.Thread(target=_pass_on, args=(read, stderr), daemon=True).start()
+    sys.stderr.flush()
+    os.dup2(write, 2)
+    os.close(write)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(stderr, 2)  # the JVM keeps the pipe; with none started it closes here
+
+
+def _pass_on(read: int, stderr: int) -> None:
+    with open(read, "rb") as lines, open(stderr, "wb", buffering=0) as out:
+        for line in lines:
+            if not line.startswith(JVM_NOTICE):
+                out.write(line)
 
 
 SPARK_LOG = "spark.log"
@@ -124,6 +158,6 @@ def _bundle(output: Path) -> Path:
     bundle.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(bundle, "w") as zf:
         for package in ("udfs", "streaming"):
-            for path in (PROJECT / package).rglob("*.py"):
-                zf.write(path, path.relative_to(PROJECT))
+            for path in (PACKAGES / package).rglob("*.py"):
+                zf.write(path, path.relative_to(PACKAGES))
     return bundle

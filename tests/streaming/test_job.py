@@ -40,19 +40,22 @@ def default_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     cwd = tmp_path_factory.mktemp("default")
     result = faultline("run", cwd=cwd)
     assert result.returncode == 0, result.stdout + result.stderr
+    (cwd / "stderr.log").write_text(result.stderr)
     return cwd / "output", result.stdout
 
 
 def test_default_run_prints_progress_and_a_summary(default_run: tuple[Path, str]) -> None:
     output, stdout = default_run
-    # the progress line shows the latest batch at most every progress_interval (2 s): a fast run
-    # may show only its last one
-    assert re.search(r"^batch \d+: \d+ records", stdout, re.M) and "isolated now:" in stdout
     assert "isolations (cluster scope)" in stdout and "rows per table:" in stdout
     for name in (*OUTPUT_TABLES, "batches"):
         assert str(output / name) in stdout
     events = simulate(load_scenario("default"))
     batches = table(output, "batches").sort_values("batch_id")
+    # one progress line per batch, and not a warning from the JVM
+    lines = re.findall(r"^batch (\d+): (\d+) records in .*; isolated now: ", stdout, re.M)
+    assert lines == [(str(b.batch_id), str(b.input)) for b in batches.itertuples()]
+    stderr = (output.parent / "stderr.log").read_text()
+    assert not re.search(r"\bWARN(ING)?\b", stdout + stderr), stderr
     # the simulator's events, read 20,000 per micro-batch (conf/faultline.yaml), all valid
     sizes = [min(20_000, len(events) - n) for n in range(0, len(events), 20_000)]
     assert batches["input"].tolist() == sizes
@@ -270,8 +273,8 @@ def test_one_batch_and_many_small_batches_give_the_same_decisions(
 
 
 def test_the_job_maintains_its_tables_and_logs_sparks_progress(reference: Path) -> None:
-    """The reference run maintains its tables after every 3rd batch; Spark's progress of each
-    batch is one line of the log and fills the batch's row."""
+    """The reference run maintains its tables after every 3rd batch; each batch's progress is one
+    line of the log, and Spark's figures fill the batch's row."""
     log = (reference.parent / "stdout.log").read_text()
     batches = table(reference, "batches").sort_values("batch_id")
     n = len(batches)
@@ -282,8 +285,8 @@ def test_the_job_maintains_its_tables_and_logs_sparks_progress(reference: Path) 
         "maintenance after batch 8",
     ]
     assert len(DeltaTable(str(reference / "fault_items")).file_uris()) == 1  # one day, compacted
-    assert [line.split(":")[0] for line in log.splitlines() if line.startswith("spark batch")] == [
-        f"spark batch {b}" for b in range(n)
+    assert [line.split(":")[0] for line in log.splitlines() if line.startswith("batch ")] == [
+        f"batch {b}" for b in range(n)
     ]
     assert (batches["processed_rows_per_second"] > 0).all()
     assert (batches["input_rows_per_second"].iloc[1:] > 0).all()  # Spark has no rate for the first
