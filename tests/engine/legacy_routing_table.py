@@ -173,20 +173,11 @@ def beside(monkeypatch: pytest.MonkeyPatch) -> Iterator[Legacy]:
     legacy = Legacy()
     real: Callable[..., None] = udfs.engine.publish
 
-    def both(
-        cluster: str,
-        state: engine_state.State,
-        opened: Any,
-        changes: dict[str, list[Any]],
-        routes: Any,
-        queues: Any,
-        first_event: tuple[int, str] | None,
-        config: Any,
-        out: Any,
-    ) -> None:
+    def both(seg: Any, opened: Any, changes: dict[str, list[Any]], routes: Any) -> None:
+        state = seg.state
         shadow = dataclasses.replace(state, published=copy.deepcopy(state.published))
-        legacy.publish(cluster, shadow, opened, changes, routes, first_event, config)
-        real(cluster, state, opened, changes, routes, queues, first_event, config, out)
+        legacy.publish(seg.cluster, shadow, opened, changes, routes, seg.first_event, seg.config)
+        real(seg, opened, changes, routes)
         assert {k: v.keys() for k, v in shadow.published.items()} == {
             k: v.keys() for k, v in state.published.items()
         }

@@ -34,9 +34,11 @@ Stages, each a module, composed in :func:`_apply` (one segment of a batch) in th
 9. ``_delays``: messages into the delay queues and the due ones out;
 10. ``_transactions``: half messages, their ends and the brokers' check-backs.
 
-``_shards`` splits the work of a cluster over keys; ``_output`` types the rows; ``_state`` is the
-typed, versioned state and its codec. Python runs per *decision point* only (a failed attempt
-that will be retried, a route change, a heartbeat).
+Each stage reads the segment's :class:`~udfs.engine._segment.Segment` (the cluster, its state and
+config, the segment's events and clock, the output) and the named records earlier stages gave
+(``RouteTimeline``, ``Opened``, ``Change``). ``_shards`` splits the work of a cluster over keys;
+``_output`` types the rows; ``_state`` is the typed, versioned state and its codec. Python runs
+per *decision point* only (a failed attempt that will be retried, a route change, a heartbeat).
 
 Delay queues. Failed sends, consumer send-backs and delayed sends enter the delay queues of
 :mod:`udfs.schedule`, which wait in the state and are released on the same clock.
@@ -45,7 +47,6 @@ Delay queues. Failed sends, consumer send-backs and delayed sends enter the dela
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -74,9 +75,9 @@ from udfs.engine._nameserver import follow
 from udfs.engine._output import Out
 from udfs.engine._policies import govern, release_router
 from udfs.engine._producers import evict, segments, spent_budget, touch
-from udfs.engine._queues import Queues
 from udfs.engine._routing import decide
 from udfs.engine._routing_table import publish, record
+from udfs.engine._segment import EventAt, Segment
 from udfs.engine._shards import WHOLE, Shard
 from udfs.engine._state import (
     STATE_VERSION,
@@ -88,6 +89,7 @@ from udfs.engine._state import (
     loads,
     new_state,
 )
+from udfs.engine._tables import Change
 from udfs.engine._transactions import remember_answers, transact
 from udfs.rocketmq import Next
 from udfs.schema import EVENTS
@@ -143,12 +145,24 @@ def advance(
     admission.stats["valid"] += len(events)
     if len(events) == 0:
         return Step(state, out.frames(), out.stats)
-    first = (int(events["event_time"].iloc[0]), str(events["event_id"].iloc[0]))
+    first = EventAt(int(events["event_time"].iloc[0]), str(events["event_id"].iloc[0]))
     if not shard.lead:  # its clock moved with every event: its deadlines fire all the same
         events = _owned(events, shard)
-    for part, clock_end in segments(state, events, config):
-        _apply(cluster, state, part, clock_end, config, out, first if first_batch else None, shard)
-        evict(cluster, state, clock_end, config, out, shard)
+    for part in segments(state, events, config):
+        sends = part.events.loc[part.events["kind"] == "send_result", _SEND_COLUMNS]
+        seg = Segment(
+            cluster=cluster,
+            state=state,
+            config=config,
+            shard=shard,
+            out=out,
+            events=part.events,
+            sends=with_defaults(sends, config),
+            clock_end=part.clock_end,
+            first_event=first if first_batch else None,
+        )
+        _apply(seg)
+        evict(seg)
         first_batch = False
     return Step(state, out.frames(), out.stats)
 
@@ -172,52 +186,34 @@ _SEND_COLUMNS = [f.name for f in EVENTS if f.name not in _NOT_SENT and f.name no
 each of their filters cheaper."""
 
 
-def _apply(
-    cluster: str,
-    state: State,
-    events: pd.DataFrame,
-    clock_end: int,
-    config: EngineConfig,
-    out: Out,
-    first_event: tuple[int, str] | None,
-    shard: Shard,
-) -> None:
-    """The stages, for admitted events in event-time order, up to the clock ``clock_end``."""
-    sends = with_defaults(events.loc[events["kind"] == "send_result", _SEND_COLUMNS], config)
+def _apply(seg: Segment) -> None:
+    """The stages, for the segment's admitted events in event-time order, up to its clock."""
+    state, sends, config, shard = seg.state, seg.sends, seg.config, seg.shard
     touch(state, sends)
     spent = spent_budget(state, sends, config) if config.ignore_spent_budget else None
     after = next_steps(sends, config)
     mine = where(sends, shard.mask(sends["producer_id"]))
-    scopes = [s for s in config.scopes if s == PRODUCER or shard.lead]
-    routes = follow(cluster, state, events, clock_end, config, out if shard.lead else None)
-    queues = Queues()
+    routes = follow(seg)
     if shard.lead:
-        record(cluster, state, events, clock_end, routes, queues, out)
+        record(seg, routes)
     shared = sends if spent is None else where(sends, ~spent)
-    opened = {
-        s: open_tables(cluster, state, s, shared if s == CLUSTER else mine, config) for s in scopes
-    }
+    opened = {s: open_tables(seg, s, shared if s == CLUSTER else mine) for s in seg.scopes}
     retries = sends[after == Next.RETRY]
     tables = {s: o.tables for s, o in opened.items() if o.tables is not None}
-    decide(cluster, state, retries, scopes, tables, routes, queues, config, shard, out)
+    decide(seg, retries, tables, routes)
     route = None
     isolated: dict[str, int] = {}
-    cluster_changes: list[Any] = []
+    cluster_changes: list[Change] = []
     for o in opened.values():
-        changes = settle(cluster, state, o, clock_end, config, out)
+        changes = settle(seg, o)
         if o.scope == CLUSTER:
-            key = changes.get(cluster, [])
-            changes[cluster] = govern(
-                cluster, state, o, key, shared, routes, clock_end, config, out
-            )
+            key = changes.get(seg.cluster, [])
+            changes[seg.cluster] = govern(seg, o, key, shared, routes)
             if config.policies.fault_aware_release:
-                route = release_router(cluster, o, changes[cluster], routes)
-            isolated, cluster_changes = o.isolated(cluster), changes[cluster]
-        publish(cluster, state, o, changes, routes, queues, first_event, config, out)
+                route = release_router(seg.cluster, o, changes[seg.cluster], routes)
+            isolated, cluster_changes = o.isolated(seg.cluster), changes[seg.cluster]
+        publish(seg, o, changes, routes)
     if shard.lead:
-        schedule_batch(cluster, state, events, sends, after, config, out, clock_end, route)
-        transact(
-            cluster, state, events, sends, isolated, cluster_changes, routes, clock_end, config,
-            out,
-        )  # fmt: skip
+        schedule_batch(seg, after, route)
+        transact(seg, isolated, cluster_changes, routes)
         remember_answers(state, sends)

@@ -7,30 +7,23 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
-from udfs.engine._config import EngineConfig
-from udfs.engine._output import Out
-from udfs.engine._state import State
+from udfs.engine._segment import Segment
 from udfs.engine._transactions import prepared
 from udfs.rocketmq import Next
 from udfs.schedule import Schedule
 
 
 def schedule_batch(
-    cluster: str,
-    state: State,
-    events: pd.DataFrame,
-    sends: pd.DataFrame,
+    seg: Segment,
     after: np.ndarray,
-    config: EngineConfig,
-    out: Out,
-    clock_end: int,
     route: Callable[[dict[str, Any]], str | None] | None = None,
 ) -> None:
-    """Messages into the delay queues, and the due ones out, at ``clock_end`` (onto the broker
-    ``route`` names, with fault-aware release)."""
-    schedule = Schedule(cluster, state.schedule, config.delays, config.broker_profile)
+    """Messages into the delay queues (``after`` says what each send's producer did next), and
+    the due ones out, at the segment's clock (onto the broker ``route`` names, with fault-aware
+    release)."""
+    config, events, sends, out = seg.config, seg.events, seg.sends, seg.out
+    schedule = Schedule(seg.cluster, seg.state.schedule, config.delays, config.broker_profile)
     # a half message is never delayed (the client clears DELAY) nor redelivered: a failed one
     # ends sendMessageInTransaction before its local transaction runs
     half = prepared(sends)
@@ -39,6 +32,6 @@ def schedule_batch(
     schedule.delayed_sends(sends[delayed])
     retry = (events["kind"] == "consume_result") & (events["status"] == "RECONSUME_LATER")
     schedule.consume_retries(events[retry])
-    schedule.release(clock_end, route)
+    schedule.release(seg.clock_end, route)
     out.rows("schedule_entries", schedule.entries)
     out.rows("redeliveries", schedule.redeliveries)

@@ -5,15 +5,14 @@ decisions are written and they are stored back."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import pandas as pd
 
 from udfs._frames import tuples, where
-from udfs.engine._config import CLUSTER, EngineConfig
-from udfs.engine._output import Out
+from udfs.engine._config import CLUSTER
+from udfs.engine._segment import EventAt, Segment
 from udfs.engine._state import Item, State, Table
-from udfs.engine._tables import Change, ScopeTables, emit, expire_idle, report_rows
+from udfs.engine._tables import Change, Decision, ScopeTables, emit, expire_idle, report_rows
 
 
 @dataclass
@@ -24,8 +23,8 @@ class Opened:
     tables: ScopeTables | None
     """None when no send of the segment updates a table of the scope."""
     items_at_start: dict[str, list[Item]]
-    new_topics: dict[str, dict[str, tuple[int, str]]] = field(default_factory=dict)
-    """Per producer, the topics it sent to for the first time: (time, event_id) of that send."""
+    new_topics: dict[str, dict[str, EventAt]] = field(default_factory=dict)
+    """Per producer, the topics it sent to for the first time, and that send."""
     isolated_at_start: dict[str, dict[str, int]] = field(default_factory=dict)
     """Per key, the brokers isolated (until when) at the segment's start, where the policies
     (``_policies``) decide that rather than the FaultTable's pending items."""
@@ -39,11 +38,10 @@ class Opened:
         return {it.broker: it.start for it in self.items_at_start.get(key, ()) if it.pending}
 
 
-def open_tables(
-    cluster: str, state: State, scope: str, sends: pd.DataFrame, config: EngineConfig
-) -> Opened:
-    """Compute every FaultItem update of the segment's ``sends`` in the scope (the cluster's own
-    table, or each producer's with its latency fault switch on)."""
+def open_tables(seg: Segment, scope: str, sends: pd.DataFrame) -> Opened:
+    """Compute every FaultItem update of the segment's ``sends`` (those the scope counts) in the
+    scope (the cluster's own table, or each producer's with its latency fault switch on)."""
+    cluster, state, config = seg.cluster, seg.state, seg.config
     opened = Opened(scope, None, {k: t.items for k, t in state.tables[scope].items()})
     if scope == CLUSTER:
         # the cluster's table exists from its first event, so that its routing table is
@@ -60,7 +58,7 @@ def open_tables(
             tstate = _tstate(state, scope, str(pid))
             if topic not in tstate.topics:
                 tstate.topics = sorted([*tstate.topics, topic])
-                opened.new_topics.setdefault(str(pid), {})[topic] = (int(t), str(eid))
+                opened.new_topics.setdefault(str(pid), {})[topic] = EventAt(int(t), str(eid))
     if len(chosen) == 0:
         return opened
     rows = report_rows(chosen, followed, config)
@@ -87,22 +85,16 @@ def _tstate(state: State, scope: str, key: str) -> Table:
     return tables[key]
 
 
-def settle(
-    cluster: str,
-    state: State,
-    opened: Opened,
-    clock_end: int,
-    config: EngineConfig,
-    out: Out,
-) -> dict[str, list[Change]]:
-    """Write the scope's ``fault_items`` and ``broker_decisions`` (isolations that ended by
-    ``clock_end`` included, in tables the segment did not touch too) and store the tables.
+def settle(seg: Segment, opened: Opened) -> dict[str, list[Change]]:
+    """Write the scope's ``fault_items`` and ``broker_decisions`` (isolations that ended by the
+    segment's clock included, in tables the segment did not touch too) and store the tables.
     Returns each key's availability changes, in time order."""
+    cluster, config, out, clock_end = seg.cluster, seg.config, seg.out, seg.clock_end
     scope, tables = opened.scope, opened.tables
     changes = tables.finish(cluster, clock_end, out) if tables else {}
     out.stats["stale"] += tables.stale if tables else 0
-    expired: list[Any] = []
-    stored = state.tables[scope]
+    expired: list[Decision] = []
+    stored = seg.state.tables[scope]
     for key, tstate in stored.items():
         if tstate.profile is not None and (tables is None or key not in tables.init):
             expire_idle(key, tstate, clock_end, expired)

@@ -11,17 +11,37 @@ from __future__ import annotations
 import bisect
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import pandas as pd
 
 from udfs._frames import tuples
 from udfs.engine._config import CLUSTER, EngineConfig, Route
 from udfs.engine._output import Out
+from udfs.engine._segment import Segment
 from udfs.engine._state import Heartbeat, State
 
 Routes = dict[str, Route]
 """Each topic's effective route: its declared brokers without those the NameServer dropped."""
+
+
+class RouteChange(NamedTuple):
+    """The routes after a change: ``order`` 0 for a scan (before any event at its time), 1 for
+    an event."""
+
+    time: int
+    order: int
+    event_id: str
+    routes: Routes
+
+
+class TopicChange(NamedTuple):
+    """A change of a topic's route (``order`` as :class:`RouteChange`'s)."""
+
+    time: int
+    order: int
+    event_id: str
+    topic: str
 
 
 @dataclass
@@ -29,11 +49,9 @@ class RouteTimeline:
     """The routes at the segment's start and after each change, in the order they happened."""
 
     at_start: Routes
-    history: list[tuple[int, int, str, Routes]] = field(default_factory=list)
-    """(time, order, event_id, routes after): order 0 for a scan (before any event at its time),
-    1 for an event."""
-    topics: list[tuple[int, int, str, str]] = field(default_factory=list)
-    """(time, order, event_id, topic) for each topic whose route changed."""
+    history: list[RouteChange] = field(default_factory=list)
+    topics: list[TopicChange] = field(default_factory=list)
+    """Each topic whose route changed, at each change."""
 
     _keys: list[tuple[int, int, str]] | None = field(default=None, init=False, repr=False)
 
@@ -49,23 +67,18 @@ class RouteTimeline:
 
     def _routes(self, key: tuple[int, int, str], cut: Any) -> Routes:
         if self._keys is None or len(self._keys) != len(self.history):
-            self._keys = [(t, o, e if o else "") for t, o, e, _ in self.history]
+            self._keys = [(c.time, c.order, c.event_id if c.order else "") for c in self.history]
         i = cut(self._keys, key)
-        return self.history[i - 1][3] if i else self.at_start
+        return self.history[i - 1].routes if i else self.at_start
 
 
-def follow(
-    cluster: str,
-    state: State,
-    events: pd.DataFrame,
-    clock_end: int,
-    config: EngineConfig,
-    out: Out | None,
-) -> RouteTimeline:
-    """Apply the segment's heartbeats and routes and the scans up to ``clock_end`` to the state.
-    ``out`` gets the ``ROUTE_EXPIRED`` and ``ROUTE_RESTORED`` rows (None: follow silently, as a
-    shard other than the lead does)."""
-    view = _View(cluster, state, config, out)
+def follow(seg: Segment) -> RouteTimeline:
+    """Apply the segment's heartbeats and routes and the scans up to its clock to the state. The
+    lead writes the ``ROUTE_EXPIRED`` and ``ROUTE_RESTORED`` rows; another shard follows
+    silently."""
+    out = seg.out if seg.shard.lead else None
+    cluster, events = seg.cluster, seg.events
+    view = _View(cluster, seg.state, seg.config, out)
     ticks = events[events["kind"].isin(["heartbeat", "route"])]
     if out is not None:  # the NameServer's view at any instant, for incident review
         beats = ticks[ticks["kind"] == "heartbeat"]
@@ -88,7 +101,7 @@ def follow(
             view.heartbeat(row)
         else:
             view.route(row)
-    view.scans_until(clock_end)
+    view.scans_until(seg.clock_end)
     return view.timeline
 
 
@@ -186,9 +199,9 @@ class _View:
             else [tp for tp, r in declared.items() if any(e[0] == broker for e in r)]
         )
         for tp in topics:
-            self.timeline.topics.append((t, order, eid, tp))
+            self.timeline.topics.append(TopicChange(t, order, eid, tp))
         self.routes = self._effective(self.routes)
-        self.timeline.history.append((t, order, eid, self.routes))
+        self.timeline.history.append(RouteChange(t, order, eid, self.routes))
 
     def _declared(self) -> dict[str, list[list[Any]]]:
         routes = {tp: [list(e) for e in r] for tp, r in self.config.static_routes.items()}

@@ -35,11 +35,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from udfs.engine._config import EngineConfig, Policies
+from udfs.engine._config import Policies
 from udfs.engine._faults import Opened
 from udfs.engine._nameserver import Routes, RouteTimeline
-from udfs.engine._output import Out
-from udfs.engine._state import Isolated, PolicyState, Shown, State, Window
+from udfs.engine._segment import Segment
+from udfs.engine._state import Isolated, PolicyState, Shown, Window
 from udfs.engine._tables import Change
 from udfs.rocketmq import Outcome
 
@@ -51,25 +51,21 @@ Key = tuple[int, int, str]
 
 
 def govern(
-    cluster: str,
-    state: State,
+    seg: Segment,
     opened: Opened,
     changes: list[Change],
     sends: pd.DataFrame,
     routes: RouteTimeline,
-    clock_end: int,
-    config: EngineConfig,
-    out: Out,
 ) -> list[Change]:
     """Apply the policies to the segment's cluster-scope availability ``changes`` (the
     FaultTable's) and ``sends``; write their ``broker_decisions`` rows. Returns the availability
     changes with the policies' own, for the routing table, which starts from the policies'
     view (``opened.isolated_at_start``)."""
-    policies = config.policies
+    policies, clock_end = seg.config.policies, seg.clock_end
     if not policies.decisions:
         return changes
-    g = _Governor(cluster, state, policies, routes, config.cluster_profile)
-    opened.isolated_at_start[cluster] = {
+    g = _Governor(seg, routes)
+    opened.isolated_at_start[seg.cluster] = {
         b: s.until for b, s in g.p.shown.items() if s.state == ISOLATED
     }
     closes = _windows(g.p, sends, policies, clock_end) if policies.outlier_factor else {}
@@ -77,10 +73,10 @@ def govern(
     # event's changes are judged together, before the next event's, whatever the batches
     base: dict[Key, list[Change]] = {}
     for c in changes:
-        base.setdefault(c[:3], []).append(c)
+        base.setdefault((c.time, c.order, c.event_id), []).append(c)
     points = set(base) | {(t, 0, "") for t in closes}
     if policies.isolation_cap is not None:
-        points |= {(t, o, e if o else "") for t, o, e, _ in routes.history}
+        points |= {(c.time, c.order, c.event_id if c.order else "") for c in routes.history}
     todo = sorted(points)
     i = 0
     while True:  # the points in time order, with the deadlines they set on the way
@@ -90,21 +86,15 @@ def govern(
             break
         i += int(i < len(todo) and todo[i] == key)
         g.at(key, base.get(key, []), closes.get(key[0]) if key[1:] == (0, "") else None)
-    out.rows("broker_decisions", g.rows)
+    seg.out.rows("broker_decisions", g.rows)
     return changes + g.effective
 
 
 class _Governor:
-    def __init__(
-        self,
-        cluster: str,
-        state: State,
-        policies: Policies,
-        routes: RouteTimeline,
-        profile: str,
-    ) -> None:
-        self.cluster, self.policies, self.routes, self.profile = cluster, policies, routes, profile
-        self.p = state.policies
+    def __init__(self, seg: Segment, routes: RouteTimeline) -> None:
+        self.cluster, self.policies, self.routes = seg.cluster, seg.config.policies, routes
+        self.profile = seg.config.cluster_profile
+        self.p = seg.state.policies
         self.rows: list[dict[str, Any]] = []
         self.effective: list[Change] = []
         self.done: Key = (-(2**63), 0, "")
@@ -121,15 +111,16 @@ class _Governor:
         t, p = key[0], self.p
         before = dict(p.shown)
         causes: dict[str, str] = {}
-        for _t, _o, eid, b, decision, until in base:
-            if decision == "RESTORE":
-                p.base.pop(b, None)
-                p.shown[b] = Shown(AVAILABLE, t, False)
+        for c in base:
+            if c.decision == "RESTORE":
+                p.base.pop(c.broker, None)
+                p.shown[c.broker] = Shown(AVAILABLE, t, False)
             else:
-                assert until is not None
-                p.base[b] = Isolated(until, eid)  # the FaultTable's isolation and its cause
-                p.shown[b] = Shown(ISOLATED, until, False)
-            causes[b] = eid
+                assert c.until is not None
+                # the FaultTable's isolation and its cause
+                p.base[c.broker] = Isolated(c.until, c.event_id)
+                p.shown[c.broker] = Shown(ISOLATED, c.until, False)
+            causes[c.broker] = c.event_id
         p.outlier = {b: v for b, v in p.outlier.items() if v.until > t}
         p.probe = {b: u for b, u in p.probe.items() if u > t}
         if close is not None:
@@ -263,7 +254,7 @@ class _Governor:
         )
         available = state != ISOLATED
         self.effective.append(
-            (t, key[1], key[2], broker, "RESTORE" if available else "ISOLATE", until)
+            Change(t, key[1], key[2], broker, "RESTORE" if available else "ISOLATE", until)
         )
 
 
@@ -313,8 +304,9 @@ def release_router(
     if start is None:
         start = {it.broker: it.start for it in opened.items_at_start.get(cluster, ()) if it.pending}
     timeline: dict[str, list[tuple[Key, int | None]]] = {}
-    for t, o, e, b, decision, until in sorted(changes, key=lambda c: c[:3]):
-        timeline.setdefault(b, []).append(((t, o, e), None if decision == "RESTORE" else until))
+    for c in sorted(changes, key=lambda c: c[:3]):
+        until = None if c.decision == "RESTORE" else c.until
+        timeline.setdefault(c.broker, []).append(((c.time, c.order, c.event_id), until))
 
     def isolated(broker: str, at: Key) -> bool:
         steps = timeline.get(broker, [])

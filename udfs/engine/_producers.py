@@ -14,28 +14,34 @@ rows are those of any other split into batches.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import pandas as pd
 
 from udfs._frames import tuples
 from udfs.engine._config import PRODUCER, EngineConfig
-from udfs.engine._output import Out
-from udfs.engine._shards import Shard
+from udfs.engine._segment import Segment
 from udfs.engine._state import FirstAttempt, Producer, State
 from udfs.rocketmq import Outcome
 
 
-def segments(
-    state: State, events: pd.DataFrame, config: EngineConfig
-) -> list[tuple[pd.DataFrame, int]]:
-    """The admitted events (in event-time order) as (events, clock at the end) pieces, cut at each
-    deadline that evicts a producer which then sends again in this batch."""
+class Piece(NamedTuple):
+    """Admitted events (in event-time order) and the clock at their end."""
+
+    events: pd.DataFrame
+    clock_end: int
+
+
+def segments(state: State, events: pd.DataFrame, config: EngineConfig) -> list[Piece]:
+    """The admitted events (in event-time order) in pieces, cut at each deadline that evicts a
+    producer which then sends again in this batch."""
     assert state.clock is not None, "segments of admitted events"
     end = int(state.clock)
     horizon = config.evict_after_ms
     sends = events["kind"].to_numpy(object) == "send_result"
     if horizon is None or not sends.any():
-        return [(events, end)]
+        return [Piece(events, end)]
     pids = events["producer_id"].to_numpy(object)[sends]
     t = events["event_time"].to_numpy(np.int64)[sends]
     codes, names = pd.factorize(pids)
@@ -48,13 +54,13 @@ def segments(
     previous = np.where(first, last[codes], previous)
     returns = t - previous >= horizon
     if not returns.any():
-        return [(events, end)]
+        return [Piece(events, end)]
     cuts = np.unique((previous[returns] + horizon).astype(np.int64))
     times = events["event_time"].to_numpy(np.int64)
     bounds = [0, *np.searchsorted(times, cuts, side="left").tolist(), len(events)]
     ends = [*cuts.tolist(), end]
     return [
-        (events.iloc[a:b].reset_index(drop=True), int(e))
+        Piece(events.iloc[a:b].reset_index(drop=True), int(e))
         for a, b, e in zip(bounds[:-1], bounds[1:], ends, strict=True)
     ]
 
@@ -129,20 +135,14 @@ RETURNED = tuple(o.value for o in Outcome if o.returned)
 """Outcomes where the broker answered."""
 
 
-def evict(
-    cluster: str,
-    state: State,
-    clock_end: int,
-    config: EngineConfig,
-    out: Out,
-    shard: Shard,
-) -> None:
-    """Forget the producers whose last send is ``evict_after_ms`` or more before the clock; the
-    shard that owns a producer says so."""
-    horizon = config.evict_after_ms
+def evict(seg: Segment) -> None:
+    """Forget the producers whose last send is ``evict_after_ms`` or more before the segment's
+    clock; the shard that owns a producer says so."""
+    horizon = seg.config.evict_after_ms
     if horizon is None:
         return
-    limit = clock_end - horizon
+    state = seg.state
+    limit = seg.clock_end - horizon
     known = state.producers
     gone = [pid for pid, p in known.items() if p.last <= limit]
     if not gone:
@@ -153,14 +153,14 @@ def evict(
         producer = known.pop(pid)
         table = tables.pop(pid, None)
         state.published.pop(f"{PRODUCER}|{pid}", None)
-        if not shard.owns(pid):
+        if not seg.shard.owns(pid):
             continue  # the lead's copy, for the cluster scope: the owner writes the row
         at = producer.last + horizon
         rows.append(
             {
                 "scope": PRODUCER,
                 "scope_key": pid,
-                "cluster": cluster,
+                "cluster": seg.cluster,
                 "broker_name": None,
                 "decision": "EVICTED",
                 "effective_at": at,
@@ -170,4 +170,4 @@ def evict(
                 "profile": table.profile if table else "",
             }
         )
-    out.rows("broker_decisions", rows)
+    seg.out.rows("broker_decisions", rows)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -19,23 +19,33 @@ from udfs.schema import TABLES
 _SELECTABLE = TABLES["routing_table"].field("selectable").type
 
 
+class Facts(NamedTuple):
+    """What a producer's fresh ``TopicPublishInfo`` for a route starts from."""
+
+    route: Route
+    """Kept, so that its id is not reused while the facts are cached."""
+    digest: str
+    queues: list[list[Any]]
+    """The queues, as ``[broker, queue_id]``."""
+    write_queue_nums: dict[str, int] | None
+
+
 class Queues:
     """Caches keyed by the route object (the NameServer stage keeps one object per route)."""
 
     def __init__(self) -> None:
-        self._facts: dict[int, tuple[Route, str, list[list[Any]], Any]] = {}
+        self._facts: dict[int, Facts] = {}
         self._digests: dict[int, tuple[Route, str]] = {}
         self._queues: dict[tuple[int, str], list[MessageQueue]] = {}
         self._layouts: dict[int, Layout] = {}
 
-    def facts(self, route: Route) -> tuple[Route, str, list[list[Any]], Any]:
-        """A route's digest, fresh queues and write queue numbers."""
+    def facts(self, route: Route) -> Facts:
         facts = self._facts.get(id(route))
         if facts is None:
             fresh = TopicPublishInfo.from_route(route)
             queues = [[q.broker_name, q.queue_id] for q in fresh.queues]
-            facts = (route, self.digest(route), queues, fresh.write_queue_nums)
-            self._facts[id(route)] = facts  # the route is kept in facts: its id stays
+            facts = Facts(route, self.digest(route), queues, fresh.write_queue_nums)
+            self._facts[id(route)] = facts
         return facts
 
     def digest(self, route: Route) -> str:
@@ -49,7 +59,7 @@ class Queues:
         """A fresh TopicPublishInfo's queues for ``route`` (shared: a queue is immutable)."""
         made = self._queues.get((id(route), topic))
         if made is None:
-            made = [MessageQueue(b, q, topic) for b, q in self.facts(route)[2]]
+            made = [MessageQueue(b, q, topic) for b, q in self.facts(route).queues]
             self._queues[(id(route), topic)] = made
         return made
 

@@ -10,49 +10,31 @@ from typing import Any
 import pandas as pd
 
 from udfs._frames import tuples
-from udfs.engine._config import CLUSTER, PRODUCER, EngineConfig
-from udfs.engine._nameserver import RouteTimeline
-from udfs.engine._output import Out
-from udfs.engine._queues import Queues
-from udfs.engine._shards import Shard
-from udfs.engine._state import PublishInfo, Queue, State, rng
+from udfs.engine._config import CLUSTER, PRODUCER
+from udfs.engine._nameserver import Routes, RouteTimeline
+from udfs.engine._segment import Segment
+from udfs.engine._state import PublishInfo, Queue, rng
 from udfs.engine._tables import ScopeTables
 from udfs.rocketmq import FaultTable, MessageQueue, SendMode, TopicPublishInfo, select_queue
 
 
 def decide(
-    cluster: str,
-    state: State,
-    retries: pd.DataFrame,
-    scopes: list[str],
-    tables: dict[str, ScopeTables],
-    routes: RouteTimeline,
-    queues: Queues,
-    config: EngineConfig,
-    shard: Shard,
-    out: Out,
+    seg: Segment, retries: pd.DataFrame, tables: dict[str, ScopeTables], routes: RouteTimeline
 ) -> None:
-    """One ``routing_decisions`` row per retried attempt (in event-time order) and scope; a
-    producer's own scope only on the shard that owns it."""
+    """One ``routing_decisions`` row per ``retries`` attempt (in event-time order) and scope of
+    the shard, on the scope's ``tables``; a producer's own scope only on the shard that owns
+    it."""
     row: Any
+    scopes = seg.scopes
     for row in tuples(retries):
         now = routes.at(int(row.event_time), row.event_id)
         for scope in scopes:
-            if scope == CLUSTER or shard.owns(str(row.producer_id)):
-                _decide(cluster, state, scope, row, tables.get(scope), now, queues, config, out)
+            if scope == CLUSTER or seg.shard.owns(str(row.producer_id)):
+                _decide(seg, scope, row, tables.get(scope), now)
 
 
-def _decide(
-    cluster: str,
-    state: State,
-    scope: str,
-    row: Any,
-    tables: ScopeTables | None,
-    routes: dict[str, Any],
-    queues: Queues,
-    config: EngineConfig,
-    out: Out,
-) -> None:
+def _decide(seg: Segment, scope: str, row: Any, tables: ScopeTables | None, routes: Routes) -> None:
+    cluster, config, out, queues = seg.cluster, seg.config, seg.out, seg.queues
     producer = str(row.producer_id)
     if scope == CLUSTER:
         key, profile, enable = cluster, config.profile(config.cluster_profile), True
@@ -92,17 +74,19 @@ def _decide(
         )
         return
     pkey = f"{scope}|{key}|{producer}|{row.topic}"
-    pubs = state.producers[producer].pub
+    pubs = seg.state.producers[producer].pub
     pub = pubs.get(f"{scope}|{row.topic}")
-    _, digest, _, wqn = queues.facts(route)
-    if pub is None or pub.route != digest:
+    facts = queues.facts(route)
+    if pub is None or pub.route != facts.digest:
         # the route's own queues, its index drawn at this send
-        pub = PublishInfo(digest, {}, None, f"{row.event_time}|{row.event_id}")
+        pub = PublishInfo(facts.digest, {}, None, f"{row.event_time}|{row.event_id}")
         pubs[f"{scope}|{row.topic}"] = pub
     mqs = list(queues.message_queues(route, row.topic))
     for at, q in pub.rewrites.items():
         mqs[at] = MessageQueue(q.broker, q.queue_id, row.topic)
-    info = TopicPublishInfo(mqs, wqn, pub.index, rng(config.seed, pkey, pub.seed, row.event_id))
+    info = TopicPublishInfo(
+        mqs, facts.write_queue_nums, pub.index, rng(config.seed, pkey, pub.seed, row.event_id)
+    )
     if table is not None:
         assert tables is not None
         pos = tables.position_of(row.event_id)
@@ -120,14 +104,13 @@ def _decide(
         if sel.removed is not None:
             table.remove(sel.removed, pos, int(row.event_time), row.event_id)
     if sel.rewritten:  # RocketMQ 4.x rewrote a queue of the list in place
-        fresh = queues.facts(route)[2]
         pub.rewrites = {
             at: Queue(q.broker_name, q.queue_id)
             for at, q in enumerate(info.queues)
-            if [q.broker_name, q.queue_id] != fresh[at]
+            if [q.broker_name, q.queue_id] != facts.queues[at]
         }
         if swaps:
-            _report_swap(cluster, key, row, before, info.queues, wqn, profile.name, out)
+            _report_swap(seg, key, row, profile.name, before, info)
     pub.index = info.index
     out.rows(
         "routing_decisions",
@@ -146,18 +129,17 @@ def _decide(
 
 
 def _report_swap(
-    cluster: str,
+    seg: Segment,
     producer: str,
     row: Any,
-    before: list[MessageQueue],
-    after: list[MessageQueue],
-    write_queues: dict[str, int],
     profile: str,
-    out: Out,
+    before: list[MessageQueue],
+    info: TopicPublishInfo,
 ) -> None:
     """A ``QUEUE_SWAP`` row: RocketMQ 4.x's pickOneAtLeast rewrote a queue of the producer's
-    shared list in place, so a broker lost a queue to another until the route changes
-    (apache/rocketmq #3548, #4154, #7779)."""
+    shared list in place (``before`` it, the queues ``info`` holds now), so a broker lost a
+    queue to another until the route changes (apache/rocketmq #3548, #4154, #7779)."""
+    after, write_queues = info.queues, info.write_queue_nums or {}
     for old, new in zip(before, after, strict=True):
         if old.broker_name == new.broker_name:
             continue  # the queue id changed, not the broker: every broker keeps its share
@@ -168,13 +150,13 @@ def _report_swap(
             f"list holds {kept} of {old.broker_name}'s {write_queues.get(old.broker_name, 0)} "
             "write queues until the route changes (apache/rocketmq #7779)"
         )
-        out.rows(
+        seg.out.rows(
             "broker_decisions",
             [
                 {
                     "scope": PRODUCER,
                     "scope_key": producer,
-                    "cluster": cluster,
+                    "cluster": seg.cluster,
                     "broker_name": old.broker_name,
                     "decision": "QUEUE_SWAP",
                     "effective_at": int(row.event_time),

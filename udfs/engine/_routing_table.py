@@ -17,31 +17,20 @@ from __future__ import annotations
 
 from typing import Any
 
-import pandas as pd
-
-from udfs.engine._config import CLUSTER, EngineConfig
+from udfs.engine._config import CLUSTER
 from udfs.engine._faults import Opened
 from udfs.engine._nameserver import RouteTimeline
-from udfs.engine._output import Out
-from udfs.engine._queues import Queues
-from udfs.engine._state import State, digest
+from udfs.engine._segment import Segment
+from udfs.engine._state import digest
 from udfs.engine._tables import Change
 
 
 def publish(
-    cluster: str,
-    state: State,
-    opened: Opened,
-    changes: dict[str, list[Change]],
-    routes: RouteTimeline,
-    queues: Queues,
-    first_event: tuple[int, str] | None,
-    config: EngineConfig,
-    out: Out,
+    seg: Segment, opened: Opened, changes: dict[str, list[Change]], routes: RouteTimeline
 ) -> None:
-    """The scope's ``routing_table`` rows for the segment. ``first_event`` is the cluster's
-    first event ever, when it falls in this segment: the static routes are published then."""
-    scope = opened.scope
+    """The scope's ``routing_table`` rows for the segment, after each key's availability
+    ``changes``. The static routes are published at the cluster's first event ever."""
+    state, config, scope = seg.state, seg.config, opened.scope
     quiet = not routes.history
     moves = _moves(routes)
     for key, tstate in state.tables[scope].items():
@@ -57,20 +46,20 @@ def publish(
         # (time, order, event_id, kind, payload): 0 route snapshot, 1 availability, 2 new topic;
         # the route snapshots that concern the key are added by _rows
         points: list[tuple[int, int, str, int, Any]] = [
-            (t, o, e, 1, (b, d, u)) for t, o, e, b, d, u in changes.get(key, [])
+            (c.time, c.order, c.event_id, 1, (c.broker, c.decision, c.until))
+            for c in changes.get(key, [])
         ]
         if scope == CLUSTER:
-            points += [(t, o, e, 2, tp) for t, o, e, tp in routes.topics]
-            if first_event is not None:
-                t0, e0 = first_event
-                points += [(t0, 1, e0, 2, tp) for tp in config.static_routes]
+            points += [(c.time, c.order, c.event_id, 2, c.topic) for c in routes.topics]
+            if (first := seg.first_event) is not None:
+                points += [(first.time, 1, first.event_id, 2, tp) for tp in config.static_routes]
         else:
-            points += [(t, 1, e, 2, tp) for tp, (t, e) in opened.new_topics.get(key, {}).items()]
+            points += [
+                (at.time, 1, at.event_id, 2, tp)
+                for tp, at in opened.new_topics.get(key, {}).items()
+            ]
         isolated = opened.isolated(key)
-        out.rows(
-            "routing_table",
-            _rows(cluster, state, scope, key, points, isolated, routes, moves, queues),
-        )
+        seg.out.rows("routing_table", _rows(seg, scope, key, points, isolated, routes, moves))
 
 
 def _moves(routes: RouteTimeline) -> dict[str, list[int]]:
@@ -78,31 +67,33 @@ def _moves(routes: RouteTimeline) -> dict[str, list[int]]:
     route: the only ones that can change a routing table of the topic."""
     moves: dict[str, list[int]] = {}
     before = routes.at_start
-    for i, (_, _, _, after) in enumerate(routes.history):
-        for topic, route in after.items():
+    for i, change in enumerate(routes.history):
+        for topic, route in change.routes.items():
             if route is not before.get(topic):
                 moves.setdefault(topic, []).append(i)
-        before = after
+        before = change.routes
     return moves
 
 
 def _rows(
-    cluster: str,
-    state: State,
+    seg: Segment,
     scope: str,
     key: str,
     points: list[tuple[int, int, str, int, Any]],
     isolated: dict[str, int],
     timeline: RouteTimeline,
     moves: dict[str, list[int]],
-    queues: Queues,
 ) -> list[dict[str, Any]]:
-    last = state.published.setdefault(f"{scope}|{key}", {})
+    """A scope key's rows at its ``points`` (time, order, event_id, kind, payload): 0 a route
+    snapshot (added here, for the topics the key knows), 1 an availability change of a broker
+    it ``isolated`` at the segment's start, 2 a topic it starts to know."""
+    queues = seg.queues
+    last = seg.state.published.setdefault(f"{scope}|{key}", {})
     known = set(last)
     topics = known.union(p[4] for p in points if p[3] == 2)
     for i in sorted({i for topic in topics for i in moves.get(topic, ())}):
-        t, o, e, snapshot = timeline.history[i]
-        points.append((t, o, e, 0, snapshot))
+        c = timeline.history[i]
+        points.append((c.time, c.order, c.event_id, 0, c.routes))
     points.sort(key=lambda p: (p[0], p[1], p[2], p[3]))
     routes = timeline.at_start
     whole = scope == CLUSTER  # rows that list every selectable queue
@@ -139,7 +130,7 @@ def _rows(
                 {
                     "scope": scope,
                     "scope_key": key,
-                    "cluster": cluster,
+                    "cluster": seg.cluster,
                     "topic": topic,
                     "effective_at": int(t),
                     "cause_event_id": eid,
@@ -157,26 +148,19 @@ def _isolating(isolated: tuple[tuple[str, int], ...]) -> str:
     return digest([list(x) for x in isolated])
 
 
-def record(
-    cluster: str,
-    state: State,
-    events: pd.DataFrame,
-    clock_end: int,
-    routes: RouteTimeline,
-    queues: Queues,
-    out: Out,
-) -> None:
+def record(seg: Segment, routes: RouteTimeline) -> None:
     """The segment's ``routes`` rows: each topic's effective route, whenever it differs from the
     one recorded last (the state keeps its digest per topic). A route in force at the segment's
     start that was never recorded (the static routes before the cluster's first event, a route
     of a state from before this table) is recorded at the segment's first event."""
-    recorded = state.recorded
+    events, queues = seg.events, seg.queues
+    recorded = seg.state.recorded
     start: tuple[int, str | None]
     if len(events):
         start = (int(events["event_time"].iloc[0]), str(events["event_id"].iloc[0]))
     else:
-        start = (clock_end, None)
-    points = [(*start, routes.at_start), *((t, e, after) for t, _, e, after in routes.history)]
+        start = (seg.clock_end, None)
+    points = [(*start, routes.at_start), *((c.time, c.event_id, c.routes) for c in routes.history)]
     rows = []
     for t, eid, after in points:
         for topic in sorted(after):
@@ -187,7 +171,7 @@ def record(
             recorded[topic] = name
             rows.append(
                 {
-                    "cluster": cluster,
+                    "cluster": seg.cluster,
                     "topic": topic,
                     "route": name,
                     "effective_at": int(t),
@@ -198,4 +182,4 @@ def record(
                     "writable": queues.layout(route).selectable(()),
                 }
             )
-    out.rows("routes", rows)
+    seg.out.rows("routes", rows)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import random
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -196,9 +196,31 @@ def _grouped(codes: np.ndarray, names: Any, positions: np.ndarray) -> dict[str, 
     }
 
 
-Change = tuple[int, int, str, str, str, int | None]
-"""An availability change for the routing table: (time, order, event_id, broker, decision,
-until)."""
+class Change(NamedTuple):
+    """An availability change of a broker in a scope key's table, at the instant ``(time, order,
+    event_id)`` (``order`` 0 for a deadline, 1 for an event): ``until`` is None for a
+    ``RESTORE``."""
+
+    time: int
+    order: int
+    event_id: str
+    broker: str
+    decision: str
+    until: int | None
+
+
+class Decision(NamedTuple):
+    """A ``broker_decisions`` row of a scope key's FaultTable, and its ``order`` at its instant
+    (as :class:`Change`'s)."""
+
+    key: str
+    broker: str
+    decision: str
+    effective_at: int
+    available_from: int
+    reason: str
+    cause: str
+    order: int
 
 
 class ScopeTables:
@@ -392,10 +414,10 @@ class ScopeTables:
         for p, values in last.items():
             k, b = self.pairs[p]
             by_key.setdefault(k, {})[b] = Item(b, *values)
-        keyed = [
-            (*self.pairs[p], d, at, until, why, cause, o)
-            for p, d, at, until, why, cause, o in decisions
-        ]
+        keyed = []
+        for p, d, at, until, why, cause, o in decisions:
+            k, b = self.pairs[p]
+            keyed.append(Decision(k, b, d, at, until, why, cause, o))
         for key in self.init:
             self._store(key, by_key.get(key, {}), clock_end, keyed)
         return emit(self.scope, cluster, self.profiles.__getitem__, keyed, out)
@@ -440,7 +462,9 @@ class ScopeTables:
         schema = TABLES["fault_items"]
         return pa.table([pa.array(columns[f.name]).cast(f.type) for f in schema], schema=schema)
 
-    def _store(self, key: str, last: dict[str, Item], clock_end: int, decisions: list[Any]) -> None:
+    def _store(
+        self, key: str, last: dict[str, Item], clock_end: int, decisions: list[Decision]
+    ) -> None:
         """The key's items after the batch, in the table's iteration order; isolations of
         brokers without updates that ran out on the clock end."""
         tstate = self.tstates[key]
@@ -481,7 +505,7 @@ def _settle(
     last: dict[str, Item],
     init: dict[str, Item],
     clock_end: int,
-    decisions: list[Any],
+    decisions: list[Decision],
 ) -> list[Item]:
     items = []
     for b in names:
@@ -491,7 +515,7 @@ def _settle(
         it = init[b]
         if it.pending and it.start <= clock_end:
             why = "isolation ended"
-            decisions.append((key, b, "RESTORE", it.start, it.start, why, it.cause, 0))
+            decisions.append(Decision(key, b, "RESTORE", it.start, it.start, why, it.cause, 0))
             it = it._replace(pending=False)
         items.append(it)
     return items
@@ -505,7 +529,7 @@ def _fault_item(it: Item) -> FaultItem:
     return FaultItem(it.broker, it.latency, it.start, it.reachable, it.updated_at)
 
 
-def expire_idle(key: str, tstate: Table, clock_end: int, decisions: list[Any]) -> None:
+def expire_idle(key: str, tstate: Table, clock_end: int, decisions: list[Decision]) -> None:
     """A table without rows this batch: isolations that ran out on the clock end."""
     if tstate.due is None or tstate.due > clock_end:
         return
@@ -518,14 +542,15 @@ def emit(
     scope: str,
     cluster: str,
     profile_of: Callable[[str], Profile],
-    decisions: list[Any],
+    decisions: list[Decision],
     out: Out,
 ) -> dict[str, list[Change]]:
     """broker_decisions rows; each key's availability changes for the routing table."""
     changes: dict[str, list[Change]] = {}
-    for k, b, decision, at, until, _why, cause, o in decisions:
-        changes.setdefault(k, []).append(
-            (at, o, cause, b, decision, None if decision == "RESTORE" else until)
+    for x in decisions:
+        until = None if x.decision == "RESTORE" else x.available_from
+        changes.setdefault(x.key, []).append(
+            Change(x.effective_at, x.order, x.cause, x.broker, x.decision, until)
         )
     if decisions:
         d = pd.DataFrame(

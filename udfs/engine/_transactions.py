@@ -31,9 +31,8 @@ import numpy as np
 import pandas as pd
 
 from udfs._frames import tuples
-from udfs.engine._config import EngineConfig
 from udfs.engine._nameserver import RouteTimeline
-from udfs.engine._output import Out
+from udfs.engine._segment import Segment
 from udfs.engine._state import Half, State
 from udfs.engine._tables import Change
 from udfs.rocketmq import (
@@ -76,20 +75,12 @@ def prepared(sends: pd.DataFrame) -> np.ndarray:
 
 
 def transact(
-    cluster: str,
-    state: State,
-    events: pd.DataFrame,
-    sends: pd.DataFrame,
-    isolated: dict[str, int],
-    changes: list[Change],
-    routes: RouteTimeline,
-    clock_end: int,
-    config: EngineConfig,
-    out: Out,
+    seg: Segment, isolated: dict[str, int], changes: list[Change], routes: RouteTimeline
 ) -> None:
-    """The segment's transaction rows, in event-time order, and the wakes up to ``clock_end``.
+    """The segment's transaction rows, in event-time order, and the wakes up to its clock.
     ``isolated`` and ``changes`` are the cluster scope's isolations at the segment's start and
     its availability changes during it (empty without the cluster scope)."""
+    state, events, sends, clock_end = seg.state, seg.events, seg.sends, seg.clock_end
     store = state.transactions
     kinds = events["kind"].to_numpy(object)
     is_end = (kinds == "transaction_end") | (kinds == "transaction_check")
@@ -99,7 +90,7 @@ def transact(
         return
     ends, halves = events[is_end], sends[is_half]
     reach = _Reach(isolated, changes, routes, state.answered, sends)
-    run = _Run(cluster, store, reach, config, out)
+    run = _Run(seg, reach)
     items = [(int(t), str(e), 0, r) for t, e, r in _rows(halves)]
     items += [(int(t), str(e), 1, r) for t, e, r in _rows(ends)]
     items.sort(key=lambda x: (x[0], x[2], x[1]))  # at one instant, a send before any end
@@ -126,7 +117,7 @@ class _Reach:
         sends: pd.DataFrame,
     ) -> None:
         self.isolated, self.routes, self.last, self.sends = isolated, routes, answered, sends
-        self.changes = sorted(changes, key=lambda c: (c[0], c[1], c[2] or ""))
+        self.changes = sorted(changes, key=lambda c: (c.time, c.order, c.event_id or ""))
         self.applied = 0
         self._by: dict[Any, tuple[np.ndarray, np.ndarray]] | None = None
         self.times = sends["event_time"].to_numpy(np.int64)
@@ -136,13 +127,13 @@ class _Reach:
     def why_not(self, broker: str, topic: str, t: int, eid: str) -> str | None:
         """Why an end sent to ``broker`` at ``(t, eid)`` likely does not reach it, or None."""
         while self.applied < len(self.changes):
-            at, order, cause, b, decision, until = self.changes[self.applied]
-            if (at, order, cause or "") >= (t, 1, eid):
+            c = self.changes[self.applied]
+            if (c.time, c.order, c.event_id or "") >= (t, 1, eid):
                 break
-            if decision == "RESTORE" or until is None:
-                self.isolated.pop(b, None)
+            if c.decision == "RESTORE" or c.until is None:
+                self.isolated.pop(c.broker, None)
             else:
-                self.isolated[b] = until
+                self.isolated[c.broker] = c.until
             self.applied += 1
         until = self.isolated.get(broker)
         last = self._outcome(broker, t, eid)
@@ -185,23 +176,11 @@ def _rows(frame: pd.DataFrame) -> list[tuple[Any, Any, Any]]:
 class _Run:
     """One segment's transactions: the half messages touched, and the wakes due, in a heap."""
 
-    def __init__(
-        self,
-        cluster: str,
-        store: dict[str, Half],
-        reach: _Reach,
-        config: EngineConfig,
-        out: Out,
-    ) -> None:
-        self.cluster, self.store, self.reach, self.config, self.out = (
-            cluster,
-            store,
-            reach,
-            config,
-            out,
-        )
+    def __init__(self, seg: Segment, reach: _Reach) -> None:
+        self.cluster, self.config, self.out = seg.cluster, seg.config, seg.out
+        self.store, self.reach = seg.state.transactions, reach
         self.configs: dict[str, TransactionConfig] = {}
-        self.heap = [(h.wake, h.stored, tx) for tx, h in store.items()]
+        self.heap = [(h.wake, h.stored, tx) for tx, h in self.store.items()]
         heapq.heapify(self.heap)
         self.rows: list[dict[str, Any]] = []
 
