@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from udfs.errors import ConfigError, FaultlineError
+from udfs.vocabulary import TableName
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -178,7 +179,7 @@ def _maintain(args: argparse.Namespace) -> int:
 
     config = load_job_config(args.config, {"output": args.output})
     output = Path(config.output).resolve()
-    if not (output / "batches" / "_delta_log").is_dir():
+    if not (output / TableName.BATCHES / "_delta_log").is_dir():
         raise ConfigError(f"--output {output}: no faultline tables here")
     reports = maintain(output, config.maintenance)
     for r in reports:

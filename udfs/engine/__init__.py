@@ -91,6 +91,7 @@ from udfs.engine._state import (
 from udfs.engine._transactions import remember_answers, transact
 from udfs.rocketmq import Next
 from udfs.schema import EVENTS
+from udfs.vocabulary import EventKind
 
 __all__ = [
     "CLUSTER",
@@ -157,8 +158,8 @@ def _owned(events: pd.DataFrame, shard: Shard) -> pd.DataFrame:
     """What a shard other than the lead applies: the NameServer's events and its producers'
     sends."""
     kind = events["kind"].to_numpy(object)
-    keep = np.isin(kind, ["heartbeat", "route"])
-    sends = np.flatnonzero(kind == "send_result")
+    keep = np.isin(kind, [EventKind.HEARTBEAT, EventKind.ROUTE])
+    sends = np.flatnonzero(kind == EventKind.SEND_RESULT)
     keep[sends] = shard.mask(events["producer_id"].to_numpy(object)[sends])
     return events[keep].reset_index(drop=True)
 
@@ -183,7 +184,9 @@ def _apply(
     shard: Shard,
 ) -> None:
     """The stages, for admitted events in event-time order, up to the clock ``clock_end``."""
-    sends = with_defaults(events.loc[events["kind"] == "send_result", _SEND_COLUMNS], config)
+    sends = with_defaults(
+        events.loc[events["kind"] == EventKind.SEND_RESULT, _SEND_COLUMNS], config
+    )
     touch(state, sends)
     spent = spent_budget(state, sends, config) if config.ignore_spent_budget else None
     after = next_steps(sends, config)

@@ -42,8 +42,8 @@ from udfs.engine._output import Out
 from udfs.engine._state import Isolated, PolicyState, Shown, State, Window
 from udfs.engine._tables import Change
 from udfs.rocketmq import Outcome
+from udfs.vocabulary import Decision, ProducerState, TableName
 
-ISOLATED, AVAILABLE, PROBING = "ISOLATED", "AVAILABLE", "PROBING"
 _ANSWERED = [o.value for o in Outcome if o.returned]
 
 Key = tuple[int, int, str]
@@ -70,7 +70,7 @@ def govern(
         return changes
     g = _Governor(cluster, state, policies, routes, config.cluster_profile)
     opened.isolated_at_start[cluster] = {
-        b: s.until for b, s in g.p.shown.items() if s.state == ISOLATED
+        b: s.until for b, s in g.p.shown.items() if s.state == ProducerState.ISOLATED
     }
     closes = _windows(g.p, sends, policies, clock_end) if policies.outlier_factor else {}
     # each instant the FaultTable or the routes changed at, as (time, order, event_id): one
@@ -90,7 +90,7 @@ def govern(
             break
         i += int(i < len(todo) and todo[i] == key)
         g.at(key, base.get(key, []), closes.get(key[0]) if key[1:] == (0, "") else None)
-    out.rows("broker_decisions", g.rows)
+    out.rows(TableName.BROKER_DECISIONS, g.rows)
     return changes + g.effective
 
 
@@ -122,13 +122,13 @@ class _Governor:
         before = dict(p.shown)
         causes: dict[str, str] = {}
         for _t, _o, eid, b, decision, until in base:
-            if decision == "RESTORE":
+            if decision == Decision.RESTORE:
                 p.base.pop(b, None)
-                p.shown[b] = Shown(AVAILABLE, t, False)
+                p.shown[b] = Shown(ProducerState.AVAILABLE, t, False)
             else:
                 assert until is not None
                 p.base[b] = Isolated(until, eid)  # the FaultTable's isolation and its cause
-                p.shown[b] = Shown(ISOLATED, until, False)
+                p.shown[b] = Shown(ProducerState.ISOLATED, until, False)
             causes[b] = eid
         p.outlier = {b: v for b, v in p.outlier.items() if v.until > t}
         p.probe = {b: u for b, u in p.probe.items() if u > t}
@@ -141,20 +141,26 @@ class _Governor:
         for b in sorted({*raw, *p.shown, *p.probe}):
             if b in raw and b not in waived:
                 p.probe.pop(b, None)
-                want = Shown(ISOLATED, raw[b], False)
+                want = Shown(ProducerState.ISOLATED, raw[b], False)
             elif b in raw:
-                want = Shown(AVAILABLE, t, True)
+                want = Shown(ProducerState.AVAILABLE, t, True)
             else:
                 since = p.since.pop(b, None)
                 was = before.get(b)
-                if since is not None and was is not None and was.state == ISOLATED:
+                if since is not None and was is not None and was.state == ProducerState.ISOLATED:
                     self._probation(b, t, t - since)
                 probe = p.probe.get(b)
-                want = Shown(AVAILABLE, t, False) if probe is None else Shown(PROBING, probe, False)
+                want = (
+                    Shown(ProducerState.AVAILABLE, t, False)
+                    if probe is None
+                    else Shown(ProducerState.PROBING, probe, False)
+                )
             self._show(b, key, want, causes.get(b), waived.get(b))
         for b in [b for b in p.since if b not in raw]:
             del p.since[b]
-        p.shown = {b: s for b, s in p.shown.items() if s.state != AVAILABLE or s.waived}
+        p.shown = {
+            b: s for b, s in p.shown.items() if s.state != ProducerState.AVAILABLE or s.waived
+        }
 
     def _until(self, broker: str, t: int) -> int:
         base, outlier = self.p.base.get(broker), self.p.outlier.get(broker)
@@ -217,35 +223,35 @@ class _Governor:
         """Write a row where the rows so far tell a reader something else than ``want``."""
         t = key[0]
         shown = self.p.shown.get(broker)
-        now = Shown(AVAILABLE, t, False) if shown is None else shown
+        now = Shown(ProducerState.AVAILABLE, t, False) if shown is None else shown
         same = now.state == want.state and now.waived == want.waived
-        if same and (want.state == AVAILABLE or now.until == want.until):
+        if same and (want.state == ProducerState.AVAILABLE or now.until == want.until):
             return
         self.p.shown[broker] = want
         state, until, _ = want
         base = self.p.base.get(broker)
         cause = cause or (None if base is None else base.cause)
         outlier = self.p.outlier.get(broker)
-        if state == ISOLATED and outlier is not None and outlier.until == until:
-            decision, why = "OUTLIER", str(outlier.cause)
-        elif state == ISOLATED:
-            decision = "HOLD"
+        if state == ProducerState.ISOLATED and outlier is not None and outlier.until == until:
+            decision, why = Decision.OUTLIER, str(outlier.cause)
+        elif state == ProducerState.ISOLATED:
+            decision = Decision.HOLD
             why = "the FaultTable's isolation holds" + (
                 ": the isolation cap has room again" if now.waived else ""
             )
-        elif state == PROBING:
-            decision = "PROBE"
+        elif state == ProducerState.PROBING:
+            decision = Decision.PROBE
             why = (
                 f"recovery probing: takes {self.policies.probe_share:.0%} of the sends "
                 f"for {until - t} ms after its isolation ended"
             )
         elif waived is not None:
-            decision, why = "PANIC", waived
+            decision, why = Decision.PANIC, waived
         else:
-            decision = "RELEASE"
+            decision = Decision.RELEASE
             why = {
-                PROBING: "probation passed",
-                ISOLATED: "latency outlier isolation ended",
+                ProducerState.PROBING: "probation passed",
+                ProducerState.ISOLATED: "latency outlier isolation ended",
             }.get(now.state, "panic over: no isolation left to waive")
         self.rows.append(
             {
@@ -261,9 +267,9 @@ class _Governor:
                 "profile": self.profile,
             }
         )
-        available = state != ISOLATED
+        available = state != ProducerState.ISOLATED
         self.effective.append(
-            (t, key[1], key[2], broker, "RESTORE" if available else "ISOLATE", until)
+            (t, key[1], key[2], broker, Decision.RESTORE if available else Decision.ISOLATE, until)
         )
 
 
@@ -314,7 +320,9 @@ def release_router(
         start = {it.broker: it.start for it in opened.items_at_start.get(cluster, ()) if it.pending}
     timeline: dict[str, list[tuple[Key, int | None]]] = {}
     for t, o, e, b, decision, until in sorted(changes, key=lambda c: c[:3]):
-        timeline.setdefault(b, []).append(((t, o, e), None if decision == "RESTORE" else until))
+        timeline.setdefault(b, []).append(
+            ((t, o, e), None if decision == Decision.RESTORE else until)
+        )
 
     def isolated(broker: str, at: Key) -> bool:
         steps = timeline.get(broker, [])

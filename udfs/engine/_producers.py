@@ -23,6 +23,7 @@ from udfs.engine._output import Out
 from udfs.engine._shards import Shard
 from udfs.engine._state import FirstAttempt, Producer, State
 from udfs.rocketmq import Outcome
+from udfs.vocabulary import Decision, EventKind, TableName
 
 
 def segments(
@@ -33,7 +34,7 @@ def segments(
     assert state.clock is not None, "segments of admitted events"
     end = int(state.clock)
     horizon = config.evict_after_ms
-    sends = events["kind"].to_numpy(object) == "send_result"
+    sends = events["kind"].to_numpy(object) == EventKind.SEND_RESULT
     if horizon is None or not sends.any():
         return [(events, end)]
     pids = events["producer_id"].to_numpy(object)[sends]
@@ -162,7 +163,7 @@ def evict(
                 "scope_key": pid,
                 "cluster": cluster,
                 "broker_name": None,
-                "decision": "EVICTED",
+                "decision": Decision.EVICTED,
                 "effective_at": at,
                 "available_from": at,
                 "reason": f"no send result for {horizon} ms: the producer's state is forgotten",
@@ -170,4 +171,4 @@ def evict(
                 "profile": table.profile if table else "",
             }
         )
-    out.rows("broker_decisions", rows)
+    out.rows(TableName.BROKER_DECISIONS, rows)

@@ -18,6 +18,7 @@ from udfs.engine._shards import Shard
 from udfs.engine._state import PublishInfo, Queue, State, rng
 from udfs.engine._tables import ScopeTables
 from udfs.rocketmq import FaultTable, MessageQueue, SendMode, TopicPublishInfo, select_queue
+from udfs.vocabulary import Decision, TableName
 
 
 def decide(
@@ -77,7 +78,7 @@ def _decide(
     }
     if not route:
         out.rows(
-            "routing_decisions",
+            TableName.ROUTING_DECISIONS,
             [
                 {
                     **base,
@@ -130,7 +131,7 @@ def _decide(
             _report_swap(cluster, key, row, before, info.queues, wqn, profile.name, out)
     pub.index = info.index
     out.rows(
-        "routing_decisions",
+        TableName.ROUTING_DECISIONS,
         [
             {
                 **base,
@@ -169,14 +170,14 @@ def _report_swap(
             "write queues until the route changes (apache/rocketmq #7779)"
         )
         out.rows(
-            "broker_decisions",
+            TableName.BROKER_DECISIONS,
             [
                 {
                     "scope": PRODUCER,
                     "scope_key": producer,
                     "cluster": cluster,
                     "broker_name": old.broker_name,
-                    "decision": "QUEUE_SWAP",
+                    "decision": Decision.QUEUE_SWAP,
                     "effective_at": int(row.event_time),
                     "available_from": int(row.event_time),
                     "reason": reason,

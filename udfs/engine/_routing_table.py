@@ -26,6 +26,7 @@ from udfs.engine._output import Out
 from udfs.engine._queues import Queues
 from udfs.engine._state import State, digest
 from udfs.engine._tables import Change
+from udfs.vocabulary import Decision, TableName
 
 
 def publish(
@@ -68,7 +69,7 @@ def publish(
             points += [(t, 1, e, 2, tp) for tp, (t, e) in opened.new_topics.get(key, {}).items()]
         isolated = opened.isolated(key)
         out.rows(
-            "routing_table",
+            TableName.ROUTING_TABLE,
             _rows(cluster, state, scope, key, points, isolated, routes, moves, queues),
         )
 
@@ -113,7 +114,7 @@ def _rows(
             routes = payload
         elif what == 1:
             broker, decision, until = payload
-            if decision == "RESTORE":
+            if decision == Decision.RESTORE:
                 isolated.pop(broker, None)
             else:
                 isolated[broker] = until
@@ -198,4 +199,4 @@ def record(
                     "writable": queues.layout(route).selectable(()),
                 }
             )
-    out.rows("routes", rows)
+    out.rows(TableName.ROUTES, rows)

@@ -20,6 +20,7 @@ from udfs.rocketmq import FaultItem, FaultTable, Outcome, Profile, SendMode, att
 from udfs.rocketmq._fault import _ConcurrentHashMapOrder
 from udfs.rocketmq._vector import not_available_durations, start_timestamps
 from udfs.schema import TABLES
+from udfs.vocabulary import Decision, TableName
 
 _FLAG_CACHE: dict[tuple[str, str, str], tuple[tuple[int, bool, bool], ...]] = {}
 
@@ -336,7 +337,7 @@ class ScopeTables:
     def finish(self, cluster: str, clock_end: int, out: Out) -> dict[str, list[Change]]:
         """Emit fault_items and broker_decisions; store the tables; return each key's
         availability changes for the routing table."""
-        out.add("fault_items", self._fault_items(cluster))
+        out.add(TableName.FAULT_ITEMS, self._fault_items(cluster))
         n = len(self.time)
         pair = self.pair
         order = np.arange(n, dtype=np.float64)
@@ -437,7 +438,7 @@ class ScopeTables:
             "attempt": self.sends["attempt"].to_numpy(np.int64)[self.row],
             "message_id": sent("message_id"),
         }
-        schema = TABLES["fault_items"]
+        schema = TABLES[TableName.FAULT_ITEMS]
         return pa.table([pa.array(columns[f.name]).cast(f.type) for f in schema], schema=schema)
 
     def _store(self, key: str, last: dict[str, Item], clock_end: int, decisions: list[Any]) -> None:
@@ -491,7 +492,7 @@ def _settle(
         it = init[b]
         if it.pending and it.start <= clock_end:
             why = "isolation ended"
-            decisions.append((key, b, "RESTORE", it.start, it.start, why, it.cause, 0))
+            decisions.append((key, b, Decision.RESTORE, it.start, it.start, why, it.cause, 0))
             it = it._replace(pending=False)
         items.append(it)
     return items
@@ -525,7 +526,7 @@ def emit(
     changes: dict[str, list[Change]] = {}
     for k, b, decision, at, until, _why, cause, o in decisions:
         changes.setdefault(k, []).append(
-            (at, o, cause, b, decision, None if decision == "RESTORE" else until)
+            (at, o, cause, b, decision, None if decision == Decision.RESTORE else until)
         )
     if decisions:
         d = pd.DataFrame(
@@ -542,7 +543,7 @@ def emit(
             ],
         ).drop(columns="_order")
         d["profile"] = [profile_of(k).name for k in d["scope_key"]]
-        out.add("broker_decisions", d.assign(scope=scope, cluster=cluster))
+        out.add(TableName.BROKER_DECISIONS, d.assign(scope=scope, cluster=cluster))
     return changes
 
 
@@ -604,10 +605,14 @@ def _decide(
     decisions: list[tuple[int, str, int, int, str, str, int]] = []
     for i in np.flatnonzero(expired).tolist():
         decisions.append(
-            (int(p[i]), "RESTORE", int(prev_start[i]), int(prev_start[i]), "isolation ended",
+            (int(p[i]), Decision.RESTORE, int(prev_start[i]), int(prev_start[i]), "isolation ended",
              prev_cause[i], 0)
         )  # fmt: skip
-    for mask, name in ((isolate, "ISOLATE"), (extend, "EXTEND"), (shorten, "SHORTEN")):
+    for mask, name in (
+        (isolate, Decision.ISOLATE),
+        (extend, Decision.EXTEND),
+        (shorten, Decision.SHORTEN),
+    ):
         for i in np.flatnonzero(mask).tolist():
             decisions.append((int(p[i]), name, int(t[i]), int(start[i]), why(i), eid[i], 1))
     for i in np.flatnonzero(cleared).tolist():
@@ -616,7 +621,7 @@ def _decide(
             if removal[i]
             else "a later update ended the isolation at once (4.x overwrite)"
         )
-        decisions.append((int(p[i]), "RESTORE", int(t[i]), int(t[i]), reason, eid[i], 1))
+        decisions.append((int(p[i]), Decision.RESTORE, int(t[i]), int(t[i]), reason, eid[i], 1))
     last: dict[int, tuple[Any, ...]] = {}
     ends = np.append(np.flatnonzero(first)[1:], len(p)) - 1
     for i in ends.tolist():
@@ -625,7 +630,7 @@ def _decide(
         pending = bool(iso[i])
         if pending and start[i] <= clock_end:
             decisions.append(
-                (int(p[i]), "RESTORE", int(start[i]), int(start[i]), "isolation ended",
+                (int(p[i]), Decision.RESTORE, int(start[i]), int(start[i]), "isolation ended",
                  cause_arr[i], 0)
             )  # fmt: skip
             pending = False
