@@ -94,7 +94,7 @@ def held_until(decision: dict[str, Any], seen_at: int) -> int:
     return max(until, seen_at + until - int(decision["effective_at"]))
 
 
-POLICY_STATES = {
+POLICY_STATES: dict[str, ProducerState] = {
     Decision.OUTLIER: ProducerState.ISOLATED,
     Decision.HOLD: ProducerState.ISOLATED,
     Decision.PANIC: ProducerState.AVAILABLE,
@@ -102,7 +102,7 @@ POLICY_STATES = {
     Decision.RELEASE: ProducerState.AVAILABLE,
 }
 """The decisions of faultline's own policies (``udfs.engine._policies``) and their states."""
-_STATES = {
+_STATES: dict[str, ProducerState] = {
     Decision.ISOLATE: ProducerState.ISOLATED,
     Decision.EXTEND: ProducerState.ISOLATED,
     Decision.SHORTEN: ProducerState.ISOLATED,

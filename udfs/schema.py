@@ -257,7 +257,7 @@ counts them), ``DISCARDED``, ``SKIPPED``, ``END_TO_UNAVAILABLE_BROKER`` or ``END
 ``next_check_at`` is when the broker checks it next (null once it is settled); ``notify`` marks
 the rows the decision topic carries."""
 
-TIME_COLUMNS = {
+TIME_COLUMNS: dict[str, str] = {
     TableName.FAULT_ITEMS: "event_time",
     TableName.BROKER_DECISIONS: "effective_at",
     TableName.ROUTING_DECISIONS: "decided_at",
@@ -273,7 +273,7 @@ TIME_COLUMNS = {
 """Each table's event-time column (epoch ms). Every file the job writes carries its minimum and
 maximum in the Delta log, so a reader of a time range skips the other files unopened."""
 
-MILLIS = {
+MILLIS: dict[str, tuple[str, ...]] = {
     TableName.FAULT_ITEMS: ("event_time", "available_from"),
     TableName.BROKER_DECISIONS: ("effective_at", "available_from"),
     TableName.ROUTING_DECISIONS: ("decided_at",),

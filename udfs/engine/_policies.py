@@ -46,6 +46,12 @@ from udfs.vocabulary import Decision, ProducerState, TableName
 
 _ANSWERED = [o.value for o in Outcome if o.returned]
 
+_RELEASED: dict[str, str] = {
+    ProducerState.PROBING: "probation passed",
+    ProducerState.ISOLATED: "latency outlier isolation ended",
+}
+"""Why a ``RELEASE`` ends what the policies showed before."""
+
 Key = tuple[int, int, str]
 """A point in the cluster's time: (time, 0 for a deadline or 1 for an event, event_id)."""
 
@@ -249,10 +255,7 @@ class _Governor:
             decision, why = Decision.PANIC, waived
         else:
             decision = Decision.RELEASE
-            why = {
-                ProducerState.PROBING: "probation passed",
-                ProducerState.ISOLATED: "latency outlier isolation ended",
-            }.get(now.state, "panic over: no isolation left to waive")
+            why = _RELEASED.get(now.state, "panic over: no isolation left to waive")
         self.rows.append(
             {
                 "scope": "cluster",
