@@ -12,6 +12,7 @@ from pathlib import Path
 # so that `faultline --help` answers at once
 from streaming.config import add_setting_flags, duration_flag, load_job_config, load_scenario
 from udfs.errors import ConfigError, FaultlineError
+from udfs.vocabulary import TableName
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -141,7 +142,7 @@ def _maintain(args: argparse.Namespace) -> int:
 
     config = load_job_config(args.config, {"output": args.output})
     output = Path(config.output).resolve()
-    if not (output / "batches" / "_delta_log").is_dir():
+    if not (output / TableName.BATCHES / "_delta_log").is_dir():
         raise ConfigError(f"--output {output}: no faultline tables here")
     reports = maintain(output, config.maintenance)
     for r in reports:

@@ -27,6 +27,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from udfs.vocabulary import Decision, ProducerState
+
 Q = TypeVar("Q")
 
 
@@ -57,8 +59,9 @@ class DecisionView:
             return
         key = (str(decision["cluster"]), str(decision["broker_name"]))
         state = decision.get("state") or decision_state(str(decision["decision"]))
-        until = held_until(decision, seen_at) if state in ("ISOLATED", "PROBING") else 0
-        share = float(decision.get("share") or 1.0) if state == "PROBING" else 1.0
+        held = state in (ProducerState.ISOLATED, ProducerState.PROBING)
+        until = held_until(decision, seen_at) if held else 0
+        share = float(decision.get("share") or 1.0) if state == ProducerState.PROBING else 1.0
         self._seen.setdefault(key, []).append(seen_at)
         self._held.setdefault(key, []).append((state, until, share))
 
@@ -74,9 +77,9 @@ class DecisionView:
         if i < 0:
             return True
         state, until, share = self._held[(cluster, broker)][i]
-        if state == "OUT_OF_ROUTE" or (state == "ISOLATED" and now < until):
+        if state == ProducerState.OUT_OF_ROUTE or (state == ProducerState.ISOLATED and now < until):
             return False
-        if state == "PROBING" and now < until:
+        if state == ProducerState.PROBING and now < until:
             if ticket is None:
                 self._calls += 1
                 ticket = self._calls
@@ -91,41 +94,56 @@ def held_until(decision: dict[str, Any], seen_at: int) -> int:
     return max(until, seen_at + until - int(decision["effective_at"]))
 
 
-POLICY_STATES = {
-    "OUTLIER": "ISOLATED",
-    "HOLD": "ISOLATED",
-    "PANIC": "AVAILABLE",
-    "PROBE": "PROBING",
-    "RELEASE": "AVAILABLE",
+POLICY_STATES: dict[str, ProducerState] = {
+    Decision.OUTLIER: ProducerState.ISOLATED,
+    Decision.HOLD: ProducerState.ISOLATED,
+    Decision.PANIC: ProducerState.AVAILABLE,
+    Decision.PROBE: ProducerState.PROBING,
+    Decision.RELEASE: ProducerState.AVAILABLE,
 }
 """The decisions of faultline's own policies (``udfs.engine._policies``) and their states."""
-_STATES = {
-    "ROUTE_EXPIRED": "OUT_OF_ROUTE",
-    "RESTORE": "AVAILABLE",
-    "ROUTE_RESTORED": "AVAILABLE",
+_STATES: dict[str, ProducerState] = {
+    Decision.ISOLATE: ProducerState.ISOLATED,
+    Decision.EXTEND: ProducerState.ISOLATED,
+    Decision.SHORTEN: ProducerState.ISOLATED,
+    Decision.RESTORE: ProducerState.AVAILABLE,
+    Decision.ROUTE_EXPIRED: ProducerState.OUT_OF_ROUTE,
+    Decision.ROUTE_RESTORED: ProducerState.AVAILABLE,
     **POLICY_STATES,
 }
+"""Every decision about a broker and its state; ``QUEUE_SWAP`` and ``EVICTED`` concern a
+producer, not a broker."""
 
 
-def decision_state(decision: str) -> str:
-    """What a ``broker_decisions`` row means to a producer: ``ISOLATED``, ``AVAILABLE``,
-    ``PROBING`` (takes a share of the sends) or ``OUT_OF_ROUTE``."""
-    return _STATES.get(decision, "ISOLATED")
+def decision_state(decision: str) -> ProducerState:
+    """What a ``broker_decisions`` row about a broker means to a producer: ``ISOLATED``,
+    ``AVAILABLE``, ``PROBING`` (takes a share of the sends) or ``OUT_OF_ROUTE``. Any other
+    decision is a ``ValueError``, never a guess."""
+    state = _STATES.get(decision)
+    if state is None:
+        what = "is no decision about a broker" if decision in set(Decision) else "is unknown"
+        raise ValueError(f"decision '{decision}' {what}: expected one of {', '.join(_STATES)}")
+    return state
 
 
 def message(row: dict[str, Any], probe_share: float | None) -> dict[str, Any]:
     """A ``broker_decisions`` row as the decision topic carries it: with its ``state``, and for
     a probation the share of the sends the broker takes."""
     state = decision_state(str(row["decision"]))
-    return {**row, "state": state, **({"share": probe_share} if state == "PROBING" else {})}
+    share = {"share": probe_share} if state == ProducerState.PROBING else {}
+    return {**row, "state": state, **share}
+
+
+_RANKS = {
+    d: 0 if d in (Decision.RESTORE, Decision.ROUTE_RESTORED) else 1 + (d in POLICY_STATES)
+    for d in Decision
+}
 
 
 def publish_order(row: dict[str, Any]) -> tuple[int, int]:
     """The order of the decision topic: by ``effective_at``; at one instant the restorations
     first, then RocketMQ's own decisions, then the policies' (which have the last word)."""
-    decision = str(row["decision"])
-    rank = 0 if decision in ("RESTORE", "ROUTE_RESTORED") else 1 + (decision in POLICY_STATES)
-    return int(row["effective_at"]), rank
+    return int(row["effective_at"]), _RANKS[Decision(row["decision"])]
 
 
 def pick(

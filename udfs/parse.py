@@ -38,6 +38,7 @@ import pyarrow.json as pj
 from udfs._frames import codes
 from udfs.rocketmq import PROFILES, LocalTransactionState, Outcome, SendMode
 from udfs.schema import EVENTS
+from udfs.vocabulary import EventKind, ReasonCode
 
 MIN_EVENT_TIME = 946_684_800_000  # 2000-01-01
 MAX_EVENT_TIME = 4_102_444_800_000  # 2100-01-01
@@ -67,12 +68,12 @@ INT_FIELDS = tuple(
     if pa.types.is_integer(kind) and name not in ("event_time", "ingest_ms")
 )
 REQUIRED = {
-    "send_result": ("producer_id", "topic", "broker_name", "outcome", "latency_ms"),
-    "consume_result": ("consumer_group", "topic", "message_id", "status"),
-    "route": ("topic", "brokers"),
-    "heartbeat": ("broker_name",),
-    "transaction_end": ("transaction_id", "broker_name", "local_state"),
-    "transaction_check": ("transaction_id", "broker_name", "local_state"),
+    EventKind.SEND_RESULT: ("producer_id", "topic", "broker_name", "outcome", "latency_ms"),
+    EventKind.CONSUME_RESULT: ("consumer_group", "topic", "message_id", "status"),
+    EventKind.ROUTE: ("topic", "brokers"),
+    EventKind.HEARTBEAT: ("broker_name",),
+    EventKind.TRANSACTION_END: ("transaction_id", "broker_name", "local_state"),
+    EventKind.TRANSACTION_CHECK: ("transaction_id", "broker_name", "local_state"),
 }
 TYPED_FIELDS = (*STRING_FIELDS, *INT_FIELDS, "event_time", "latency_fault_enable", "brokers")
 """Every field the parser types, in the order a ``WRONG_TYPE`` reason names them."""
@@ -600,14 +601,14 @@ def _validate(
     for i, b in zip(routes.tolist(), route_lists, strict=True):
         if None in b:  # [null]: not a broker, as the lenient path finds too
             wrong[i] = sorted([*wrong.get(i, []), "brokers"], key=TYPED_FIELDS.index)
-    kinds = pc.fill_null(t.column("kind"), "send_result")
+    kinds = pc.fill_null(t.column("kind"), EventKind.SEND_RESULT)
     kind = _Kinds(kinds)
-    sent = kind.of("send_result")
+    sent = kind.of(EventKind.SEND_RESULT)
     code = np.full(n, None, dtype=object)
     reason = np.full(n, None, dtype=object)
     unjudged = np.ones(n, dtype=bool)
 
-    def check(mask: np.ndarray, name: str, text: Any) -> None:
+    def check(mask: np.ndarray, name: ReasonCode, text: Any) -> None:
         """Give the records in ``mask`` that have no reason yet this one (checks run in order)."""
         hit = mask & unjudged
         if hit.any():
@@ -620,19 +621,19 @@ def _validate(
         lost_arr = pa.array(lost, pa.int64(), from_pandas=True)
         check(
             _np(lost_arr.is_valid(), False),
-            "DATA_LOSS",
+            ReasonCode.DATA_LOSS,
             lambda i: (
                 f"{lost_arr[i].as_py()} records at {origins[i].as_py()} were deleted "
                 "(retention) before they were read; failOnDataLoss=false"
             ),
         )
-    check(malformed, "MALFORMED_JSON", "the record is not a JSON object")
+    check(malformed, ReasonCode.MALFORMED_JSON, "the record is not a JSON object")
     typed_wrong = np.zeros(n, dtype=bool)
     typed_wrong[[i for i, w in wrong.items() if w]] = True
-    check(typed_wrong, "WRONG_TYPE", lambda i: "wrong type for " + ", ".join(wrong[i]))
+    check(typed_wrong, ReasonCode.WRONG_TYPE, lambda i: "wrong type for " + ", ".join(wrong[i]))
     check(
         ~kind.of(*REQUIRED),
-        "UNKNOWN_KIND",
+        ReasonCode.UNKNOWN_KIND,
         lambda i: f"kind {kind.name(i)} is not one of {', '.join(REQUIRED)}",
     )
     given = {  # a required text that is empty is missing: an event_id "" names no event
@@ -646,52 +647,60 @@ def _validate(
             need[f] = need.get(f, np.zeros(n, dtype=bool)) | of_kind & ~given[f]
     check(
         np.logical_or.reduce(list(need.values())),
-        "MISSING_FIELD",
+        ReasonCode.MISSING_FIELD,
         lambda i: "missing " + ", ".join(f for f, m in need.items() if m[i]),
     )
     et = _np(t.column("event_time"), MIN_EVENT_TIME)
     check(
         (et < MIN_EVENT_TIME) | (et >= MAX_EVENT_TIME),
-        "EVENT_TIME_OUT_OF_RANGE",
+        ReasonCode.EVENT_TIME_OUT_OF_RANGE,
         lambda i: f"event_time {et[i]} is not between 2000-01-01 and 2100-01-01",
     )
     latency = _np(columns["latency_ms"], 0)
-    check(latency < 0, "NEGATIVE_LATENCY", lambda i: f"latency_ms {latency[i]} is negative")
+    check(
+        latency < 0, ReasonCode.NEGATIVE_LATENCY, lambda i: f"latency_ms {latency[i]} is negative"
+    )
     for field, code_name, allowed, applies, text in (
         (
             "outcome",
-            "UNKNOWN_OUTCOME",
+            ReasonCode.UNKNOWN_OUTCOME,
             [o.value for o in Outcome],
             sent,
             "is not a RocketMQ send outcome",
         ),
         (
             "client_profile",
-            "UNKNOWN_PROFILE",
+            ReasonCode.UNKNOWN_PROFILE,
             list(PROFILES),
             True,
             f"is not one of {', '.join(PROFILES)}",
         ),
-        ("mode", "UNKNOWN_MODE", [m.value for m in SendMode], True, "is not SYNC, ASYNC or ONEWAY"),
+        (
+            "mode",
+            ReasonCode.UNKNOWN_MODE,
+            [m.value for m in SendMode],
+            True,
+            "is not SYNC, ASYNC or ONEWAY",
+        ),
         (
             "status",
-            "UNKNOWN_STATUS",
+            ReasonCode.UNKNOWN_STATUS,
             ["CONSUME_SUCCESS", "RECONSUME_LATER"],
-            kind.of("consume_result"),
+            kind.of(EventKind.CONSUME_RESULT),
             "is not CONSUME_SUCCESS or RECONSUME_LATER",
         ),
         (
             "transaction",
-            "UNKNOWN_TRANSACTION",
+            ReasonCode.UNKNOWN_TRANSACTION,
             ["PREPARED"],
             sent,
             "is not PREPARED (a transactional half message)",
         ),
         (
             "local_state",
-            "UNKNOWN_LOCAL_STATE",
+            ReasonCode.UNKNOWN_LOCAL_STATE,
             [s.value for s in LocalTransactionState],
-            kind.of("transaction_end", "transaction_check"),
+            kind.of(EventKind.TRANSACTION_END, EventKind.TRANSACTION_CHECK),
             f"is not one of {', '.join(s.value for s in LocalTransactionState)}",
         ),
     ):
@@ -714,7 +723,7 @@ def _validate(
         | (_np(columns["redelivery_count"], 0) < 0)
         | (_np(columns["check_immunity_s"], 0) < 0)
         | (_np(columns["check_times"], 0) < 0),
-        "INVALID_VALUE",
+        ReasonCode.INVALID_VALUE,
         "attempt, max_attempts, queue_id, reconsume_times, redelivery_count, check_immunity_s or "
         "check_times out of range",
     )
@@ -722,7 +731,7 @@ def _validate(
     mode = pc.fill_null(t.column("mode"), "SYNC")
     check(
         prepared & _np(pc.not_equal(mode, "SYNC"), False),
-        "INVALID_TRANSACTION",
+        ReasonCode.INVALID_TRANSACTION,
         lambda i: (
             "a transactional half message is sent SYNC (sendMessageInTransaction), not "
             f"{mode[i].as_py()}"
@@ -730,7 +739,7 @@ def _validate(
     )
     check(
         prepared & ~present["transaction_id"] & ~present["message_id"],
-        "INVALID_TRANSACTION",
+        ReasonCode.INVALID_TRANSACTION,
         "a transactional half message needs a transaction_id or a message_id",
     )
     brokers_json = np.full(n, None, dtype=object)
@@ -741,11 +750,13 @@ def _validate(
         brokers_json[i] = json.dumps(
             [{k: v for k, v in x.items() if v is not None} for x in b], separators=(",", ":")
         )
-        invalid_route[i] = kind.name(i) == "route" and any(
+        invalid_route[i] = kind.name(i) == EventKind.ROUTE and any(
             x["broker_name"] is None or (x["write_queue_nums"] or 0) <= 0 for x in b
         )
     check(
-        invalid_route, "INVALID_ROUTE", "a route broker needs broker_name and write_queue_nums > 0"
+        invalid_route,
+        ReasonCode.INVALID_ROUTE,
+        "a route broker needs broker_name and write_queue_nums > 0",
     )
     columns.update(
         {name: t.column(name) for name in (*STRING_FIELDS, "event_time", "latency_fault_enable")}

@@ -35,14 +35,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-EVENT_KINDS = (
-    "send_result",
-    "consume_result",
-    "route",
-    "heartbeat",
-    "transaction_end",
-    "transaction_check",
-)
+from udfs.vocabulary import TableName
 
 EVENTS = pa.schema(
     [
@@ -113,7 +106,7 @@ _QUEUED = [
 """The columns ``schedule_entries`` and ``redeliveries`` share: the message and its queue."""
 
 TABLES: dict[str, pa.Schema] = {
-    "fault_items": pa.schema(
+    TableName.FAULT_ITEMS: pa.schema(
         [
             ("scope", pa.string()),
             ("scope_key", pa.string()),
@@ -134,7 +127,7 @@ TABLES: dict[str, pa.Schema] = {
             ("message_id", pa.string()),
         ]
     ),
-    "broker_decisions": pa.schema(
+    TableName.BROKER_DECISIONS: pa.schema(
         [
             ("scope", pa.string()),
             ("scope_key", pa.string()),
@@ -148,7 +141,7 @@ TABLES: dict[str, pa.Schema] = {
             ("profile", pa.string()),
         ]
     ),
-    "routing_decisions": pa.schema(
+    TableName.ROUTING_DECISIONS: pa.schema(
         [
             ("event_id", pa.string()),
             ("scope", pa.string()),
@@ -169,7 +162,7 @@ TABLES: dict[str, pa.Schema] = {
             ("swallowed", pa.string()),
         ]
     ),
-    "routing_table": pa.schema(
+    TableName.ROUTING_TABLE: pa.schema(
         [
             ("scope", pa.string()),
             ("scope_key", pa.string()),
@@ -182,7 +175,7 @@ TABLES: dict[str, pa.Schema] = {
             ("route", pa.string()),
         ]
     ),
-    "routes": pa.schema(
+    TableName.ROUTES: pa.schema(
         [
             ("cluster", pa.string()),
             ("topic", pa.string()),
@@ -193,7 +186,7 @@ TABLES: dict[str, pa.Schema] = {
             ("writable", pa.list_(_QUEUE)),
         ]
     ),
-    "quarantine": pa.schema(
+    TableName.QUARANTINE: pa.schema(
         [
             ("raw", pa.string()),
             ("origin", pa.string()),
@@ -202,7 +195,7 @@ TABLES: dict[str, pa.Schema] = {
             ("seen_at", pa.int64()),
         ]
     ),
-    "heartbeats": pa.schema(
+    TableName.HEARTBEATS: pa.schema(
         [
             ("cluster", pa.string()),
             ("broker_name", pa.string()),
@@ -210,7 +203,7 @@ TABLES: dict[str, pa.Schema] = {
             ("event_time", pa.int64()),
         ]
     ),
-    "late_events": pa.schema(
+    TableName.LATE_EVENTS: pa.schema(
         [
             ("cluster", pa.string()),
             ("event_id", pa.string()),
@@ -221,7 +214,7 @@ TABLES: dict[str, pa.Schema] = {
             ("origin", pa.string()),
         ]
     ),
-    "schedule_entries": pa.schema(
+    TableName.SCHEDULE_ENTRIES: pa.schema(
         [
             *_MESSAGE,
             ("real_topic", pa.string()),
@@ -230,7 +223,7 @@ TABLES: dict[str, pa.Schema] = {
             ("profile", pa.string()),
         ]
     ),
-    "redeliveries": pa.schema(
+    TableName.REDELIVERIES: pa.schema(
         [
             *_MESSAGE,
             ("target_topic", pa.string()),
@@ -240,7 +233,7 @@ TABLES: dict[str, pa.Schema] = {
             *_QUEUED,
         ]
     ),
-    "transactions": pa.schema(
+    TableName.TRANSACTIONS: pa.schema(
         [
             ("cluster", pa.string()),
             ("transaction_id", pa.string()),
@@ -294,35 +287,35 @@ counts them), ``DISCARDED``, ``SKIPPED``, ``END_TO_UNAVAILABLE_BROKER`` or ``END
 ``next_check_at`` is when the broker checks it next (null once it is settled); ``notify`` marks
 the rows the decision topic carries."""
 
-TIME_COLUMNS = {
-    "fault_items": "event_time",
-    "broker_decisions": "effective_at",
-    "routing_decisions": "decided_at",
-    "routing_table": "effective_at",
-    "routes": "effective_at",
-    "quarantine": "seen_at",
-    "heartbeats": "event_time",
-    "late_events": "event_time",
-    "schedule_entries": "store_time",
-    "redeliveries": "deliver_at",
-    "transactions": "effective_at",
+TIME_COLUMNS: dict[str, str] = {
+    TableName.FAULT_ITEMS: "event_time",
+    TableName.BROKER_DECISIONS: "effective_at",
+    TableName.ROUTING_DECISIONS: "decided_at",
+    TableName.ROUTING_TABLE: "effective_at",
+    TableName.ROUTES: "effective_at",
+    TableName.QUARANTINE: "seen_at",
+    TableName.HEARTBEATS: "event_time",
+    TableName.LATE_EVENTS: "event_time",
+    TableName.SCHEDULE_ENTRIES: "store_time",
+    TableName.REDELIVERIES: "deliver_at",
+    TableName.TRANSACTIONS: "effective_at",
 }
 """Each table's event-time column (epoch ms). Every file the job writes carries its minimum and
 maximum in the Delta log, so a reader of a time range skips the other files unopened."""
 
-MILLIS = {
-    "fault_items": ("event_time", "available_from"),
-    "broker_decisions": ("effective_at", "available_from"),
-    "routing_decisions": ("decided_at",),
-    "routing_table": ("effective_at",),
-    "routes": ("effective_at",),
-    "quarantine": ("seen_at",),
-    "heartbeats": ("event_time",),
-    "late_events": ("event_time", "clock"),
-    "schedule_entries": ("store_time", "deliver_at"),
-    "redeliveries": ("store_time", "deliver_at"),
-    "transactions": ("effective_at", "born_at", "next_check_at"),
-    "batches": ("clock", "committed_at"),
+MILLIS: dict[str, tuple[str, ...]] = {
+    TableName.FAULT_ITEMS: ("event_time", "available_from"),
+    TableName.BROKER_DECISIONS: ("effective_at", "available_from"),
+    TableName.ROUTING_DECISIONS: ("decided_at",),
+    TableName.ROUTING_TABLE: ("effective_at",),
+    TableName.ROUTES: ("effective_at",),
+    TableName.QUARANTINE: ("seen_at",),
+    TableName.HEARTBEATS: ("event_time",),
+    TableName.LATE_EVENTS: ("event_time", "clock"),
+    TableName.SCHEDULE_ENTRIES: ("store_time", "deliver_at"),
+    TableName.REDELIVERIES: ("store_time", "deliver_at"),
+    TableName.TRANSACTIONS: ("effective_at", "born_at", "next_check_at"),
+    TableName.BATCHES: ("clock", "committed_at"),
 }
 """Each table's time columns (epoch ms). Each is also stored as ``<column>_ts``, a Delta
 ``timestamp`` (UTC), for SQL and dashboard readers."""

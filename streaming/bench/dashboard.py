@@ -26,6 +26,7 @@ from deltalake import DeltaTable, write_deltalake
 from streaming.job.sink import create_tables, own_schema, stored
 from streaming.tools.dashboard.app import Page, sections
 from udfs.schema import BATCHES
+from udfs.vocabulary import Decision, TableName
 
 T0 = 1_795_255_200_000
 FILE_ROWS = 50_000
@@ -64,20 +65,20 @@ def write_batch(out: Path, batch_id: int, start: int, span: int, brokers: int, s
         "not_available_ms": np.zeros(n, dtype=np.int64),
         "profile": np.full(n, "rocketmq-5"),
     }
-    _append(out, "fault_items", items, batch_id)
+    _append(out, TableName.FAULT_ITEMS, items, batch_id)
     f = np.flatnonzero(failed)
     decisions = {
         "scope": np.full(len(f), "cluster"),
         "scope_key": np.full(len(f), "BenchCluster"),
         "cluster": np.full(len(f), "BenchCluster"),
         "broker_name": broker[f],
-        "decision": np.where(np.arange(len(f)) % 20 == 0, "ISOLATE", "EXTEND"),
+        "decision": np.where(np.arange(len(f)) % 20 == 0, Decision.ISOLATE, Decision.EXTEND),
         "effective_at": times[f],
         "available_from": times[f] + 10_000,
         "reason": np.full(len(f), "REMOTING_EXCEPTION after 3 ms (isolation): not available"),
         "profile": np.full(len(f), "rocketmq-5"),
     }
-    _append(out, "broker_decisions", decisions, batch_id)
+    _append(out, TableName.BROKER_DECISIONS, decisions, batch_id)
     routing = {
         "scope": np.full(len(f), "cluster"),
         "cluster": np.full(len(f), "BenchCluster"),
@@ -86,7 +87,7 @@ def write_batch(out: Path, batch_id: int, start: int, span: int, brokers: int, s
         "selected_broker": broker[::-1][f],
         "rule": np.full(len(f), "available-not-last"),
     }
-    _append(out, "routing_decisions", routing, batch_id)
+    _append(out, TableName.ROUTING_DECISIONS, routing, batch_id)
     entries = {
         "cluster": np.full(len(f), "BenchCluster"),
         "delay_level": np.full(len(f), 3, dtype=np.int32),
@@ -94,12 +95,12 @@ def write_batch(out: Path, batch_id: int, start: int, span: int, brokers: int, s
         "deliver_at": times[f] + 10_000,
         "dlq": np.zeros(len(f), dtype=bool),
     }
-    for name in ("schedule_entries", "redeliveries"):
+    for name in (TableName.SCHEDULE_ENTRIES, TableName.REDELIVERIES):
         _append(out, name, entries, batch_id)
     clock = int(times[-1])
     row = {"batch_id": batch_id, "input": n, "clock": clock, "write_ms": 0, "commit_ms": 0}
     batch = pa.Table.from_pylist([row], schema=BATCHES)
-    write_deltalake(str(out / "batches"), stored("batches", batch), mode="append")
+    write_deltalake(str(out / TableName.BATCHES), stored(TableName.BATCHES, batch), mode="append")
     return clock
 
 
@@ -130,11 +131,13 @@ def main() -> None:
         batches = max(args.rows // FILE_ROWS, 1)
         span = int(args.hours * 3_600_000 / batches)
         started = time.perf_counter()
-        if not (out / "batches").is_dir():
+        if not (out / TableName.BATCHES).is_dir():
             create_tables(out)
             for b in range(batches):
                 write_batch(out, b, T0 + b * span, span, args.brokers, seed=b)
-        batches = len(DeltaTable(str(out / "batches")).to_pyarrow_table(columns=["batch_id"]))
+        batches = len(
+            DeltaTable(str(out / TableName.BATCHES)).to_pyarrow_table(columns=["batch_id"])
+        )
         print(
             f"wrote {batches * FILE_ROWS:,} fault_items rows in {batches} batches over "
             f"{args.hours:g} h, {args.brokers} brokers, in {time.perf_counter() - started:.0f} s",

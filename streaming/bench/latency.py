@@ -60,6 +60,7 @@ from streaming.job.publish import Publisher
 from streaming.job.run import run
 from streaming.sim.mock_kafka import mock_cluster
 from udfs.errors import ConfigError
+from udfs.vocabulary import ProducerState, TableName
 
 CLUSTER = "LatencyCluster"
 EVENTS_TOPIC = "faultline.events"
@@ -163,7 +164,7 @@ class DecisionWatch:
                     if not key.startswith(prefix):
                         continue
                     row = json.loads(m.value() or b"{}")
-                    if row.get("state") == "ISOLATED" and row.get("scope") == "cluster":
+                    if row.get("state") == ProducerState.ISOLATED and row.get("scope") == "cluster":
                         with self.lock:
                             self.isolates.append((arrived, row))
         except Exception as exc:  # reported by the main thread
@@ -332,7 +333,7 @@ def _committed_batches(output: Path) -> list[dict[str, Any]]:
     from deltalake import DeltaTable
 
     try:
-        table = DeltaTable(str(output / "batches")).to_pyarrow_table()
+        table = DeltaTable(str(output / TableName.BATCHES)).to_pyarrow_table()
     except Exception:  # not created yet
         return []
     return sorted(table.to_pylist(), key=lambda r: r["batch_id"])

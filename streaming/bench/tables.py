@@ -26,6 +26,7 @@ from streaming.config import MaintenanceConfig
 from streaming.job import sink
 from streaming.job.maintain import maintain_table, table_properties
 from udfs.schema import TABLES
+from udfs.vocabulary import Decision, TableName
 
 T0 = 1_795_305_000_000  # 2026-11-21 23:50:00 UTC
 SPAN = 6_000
@@ -41,7 +42,7 @@ def _decisions(batch: int, rows: int) -> pa.Table:
                 "scope_key": "BenchCluster",
                 "cluster": "BenchCluster",
                 "broker_name": f"broker-{i % 16:02d}",
-                "decision": ("ISOLATE", "EXTEND", "RESTORE")[i % 3],
+                "decision": (Decision.ISOLATE, Decision.EXTEND, Decision.RESTORE)[i % 3],
                 "effective_at": start + i * SPAN // rows,
                 "available_from": start + 10_000,
                 "reason": "REMOTING_EXCEPTION after 3 ms (attempt 0): not available for 10000 ms",
@@ -50,7 +51,7 @@ def _decisions(batch: int, rows: int) -> pa.Table:
             }
             for i in range(rows)
         ],
-        schema=TABLES["broker_decisions"],
+        schema=TABLES[TableName.BROKER_DECISIONS],
     )
 
 
@@ -59,10 +60,12 @@ def build(root: Path, commits: int, rows: int, every: int) -> float:
     (0: never); returns the seconds it took."""
     settings = MaintenanceConfig()
     sink.create_tables(root, table_properties(settings))
-    path = root / "broker_decisions"
+    path = root / TableName.BROKER_DECISIONS
     started = time.perf_counter()
     for batch in range(commits):
-        entries = sink.write_file(root, "broker_decisions", _decisions(batch, rows), batch, "b")
+        entries = sink.write_file(
+            root, TableName.BROKER_DECISIONS, _decisions(batch, rows), batch, "b"
+        )
         sink.commit_table(path, entries, "bench", batch, int(time.time() * 1000))
         if every and (batch + 1) % every == 0:
             maintain_table(path, settings)
@@ -91,7 +94,7 @@ def main(argv: list[str] | None = None) -> None:
             with tempfile.TemporaryDirectory() as tmp:
                 root = Path(tmp)
                 built = build(root, commits, args.rows, every)
-                path = root / "broker_decisions"
+                path = root / TableName.BROKER_DECISIONS
                 files = len(DeltaTable(str(path)).file_uris())
                 end = T0 + commits * SPAN
                 reads = [read_hour(path, end) for _ in range(args.reads)]

@@ -63,6 +63,7 @@ from streaming.sim.fuzz import CORE, mixed_stream
 from streaming.sim.mock_kafka import mock_cluster
 from streaming.sim.simulator import simulate, write_jsonl
 from udfs.parse import read_typed
+from udfs.vocabulary import Decision, ProducerState
 
 KAFKA_TOPICS = 8
 """The mock cluster keeps about 5 MB per partition and makes 4 per topic: spread the load."""
@@ -195,8 +196,8 @@ def floor(
                     "scope": "cluster",
                     "cluster": event["cluster"],
                     "broker_name": event["broker_name"],
-                    "decision": "ISOLATE",
-                    "state": "ISOLATED",
+                    "decision": Decision.ISOLATE,
+                    "state": ProducerState.ISOLATED,
                     "effective_at": event["event_time"],
                     "cause_event_id": event["event_id"],
                 }

@@ -33,6 +33,7 @@ from deltalake import DeltaTable
 
 from streaming.config import MaintenanceConfig
 from udfs.schema import PARTITION, TABLES
+from udfs.vocabulary import TableName
 
 
 def table_properties(settings: MaintenanceConfig) -> dict[str, str]:
@@ -101,7 +102,7 @@ def maintain_table(path: Path, settings: MaintenanceConfig) -> TableReport:
 
 def maintain(root: Path, settings: MaintenanceConfig) -> list[TableReport]:
     """Maintain every faultline table under ``root``."""
-    return [maintain_table(root / name, settings) for name in [*TABLES, "batches"]]
+    return [maintain_table(root / name, settings) for name in [*TABLES, TableName.BATCHES]]
 
 
 def print_reports(reports: list[TableReport], out: TextIO, heading: str) -> None:

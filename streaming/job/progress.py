@@ -23,6 +23,7 @@ from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from streaming.client import decision_state, publish_order
 from streaming.job.outage import PREFIX
+from udfs.vocabulary import ProducerState
 
 PROGRESS_COLUMNS = (
     "input_rows_per_second",
@@ -155,7 +156,7 @@ def track_isolation(decisions: list[dict[str, Any]], progress: Progress) -> None
         key = (r["scope_key"], r["broker_name"])
         if r["scope"] != "cluster" or r["decision"].startswith("ROUTE"):
             continue
-        if decision_state(r["decision"]) == "ISOLATED":
+        if decision_state(r["decision"]) == ProducerState.ISOLATED:
             progress.isolated[key] = r["available_from"]
         else:
             progress.isolated.pop(key, None)

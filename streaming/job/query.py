@@ -28,6 +28,7 @@ from streaming.job.sources.files import FilesSource
 from streaming.job.sources.kafka import KafkaSource
 from streaming.job.stateful import RECORDS, STATE_SCHEMA, Publish, state_function
 from udfs.errors import ConfigError
+from udfs.vocabulary import TableName
 
 QUERY_NAME = "faultline"
 
@@ -138,8 +139,14 @@ def build_query(
         started = time.time()
         metas = [r.asDict() for r in df.collect()]  # file metadata and counters only
         # what the driver publishes, and broker_decisions for the progress line
-        wanted = sink.PUBLISHED if early is None else ("broker_decisions", *sink.DRIVER_PUBLISHED)
-        rows = sink.read_rows(files_root, metas, wanted if publisher else ("broker_decisions",))
+        wanted = (
+            sink.PUBLISHED
+            if early is None
+            else (TableName.BROKER_DECISIONS, *sink.DRIVER_PUBLISHED)
+        )
+        rows = sink.read_rows(
+            files_root, metas, wanted if publisher else (TableName.BROKER_DECISIONS,)
+        )
         if publisher is not None:  # at least once onto Kafka, before the tables commit
             failpoints.reach("before-publish", batch_id)
             sink.publish_batch(
@@ -155,7 +162,7 @@ def build_query(
             failpoints.reach("after-publish", batch_id)
         write_ms = int((time.time() - started) * 1000)
         result = sink.commit_batch(output, batch_id, metas, app_id, write_ms, committer)
-        track_isolation(rows["broker_decisions"], progress)
+        track_isolation(rows[TableName.BROKER_DECISIONS], progress)
         progress.batches += 1
         progress.rows += result["input"]
         progress.last = {**result, "seconds": time.time() - started}

@@ -21,6 +21,7 @@ from streaming.job.sink_spark import check_delta
 from streaming.job.sources.simulator import simulator_folder
 from streaming.job.storage import from_failure
 from streaming.job.summary import print_summary
+from udfs.vocabulary import TableName
 
 LISTENER_WAIT_S = 10.0
 
@@ -59,7 +60,7 @@ def _run(config: JobConfig, out: TextIO, operator: Callable[..., Any] | None) ->
     record_run(config, checkpoint)
     spark = spark_session(config, output)
     if config.sink == "delta-spark":
-        check_delta(spark, output / "batches")
+        check_delta(spark, output / TableName.BATCHES)
     progress = Progress()
     if config.source == "kafka":
         topics = config.topic or f"pattern {config.subscribe_pattern}"

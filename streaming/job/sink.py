@@ -37,6 +37,7 @@ from udfs.schema import (
     TIMESTAMP,
     timestamp_name,
 )
+from udfs.vocabulary import TableName
 
 META = pa.schema(
     [
@@ -71,7 +72,11 @@ for one cluster."""
 
 def own_schema(name: str) -> pa.Schema:
     """The columns a table's writer provides: the engine's (or the batch's) and ``batch_id``."""
-    return BATCHES if name == "batches" else TABLES[name].append(pa.field("batch_id", pa.int64()))
+    return (
+        BATCHES
+        if name == TableName.BATCHES
+        else TABLES[name].append(pa.field("batch_id", pa.int64()))
+    )
 
 
 def table_schema(name: str) -> pa.Schema:
@@ -101,7 +106,7 @@ def create_tables(root: Path, properties: dict[str, str] | None = None) -> None:
     an older faultline takes on the columns added since (one metadata commit, no data) and the
     current format in its description (rows of this format go into it from now on, so an older
     faultline refuses it), and ``properties`` (Delta table properties) where they differ."""
-    for name in [*TABLES, "batches"]:
+    for name in [*TABLES, TableName.BATCHES]:
         with writing(root / name):
             _create_table(root / name, table_schema(name), properties)
 
@@ -329,14 +334,14 @@ class DeltaRs:
         return commit_table(path, entries, self.app_id, batch_id, now_ms, self.table(name))
 
     def row(self, row: dict[str, Any], batch_id: int) -> None:
-        batches = self.table("batches")
+        batches = self.table(TableName.BATCHES)
         if is_committed(batches, self.app_id, batch_id):
             return
         failpoints.reach("before-commit-batches", batch_id)
-        with writing(self.root / "batches"):
+        with writing(self.root / TableName.BATCHES):
             write_deltalake(
                 batches,
-                with_timestamps("batches", pa.Table.from_pylist([row], schema=BATCHES)),
+                with_timestamps(TableName.BATCHES, pa.Table.from_pylist([row], schema=BATCHES)),
                 mode="append",
                 schema_mode="merge",  # tables made before a column was added take it on
                 commit_properties=CommitProperties(
@@ -403,7 +408,7 @@ def record_progress(root: Path, rows: list[dict[str, Any]]) -> None:
     source = pa.Table.from_pylist(rows, schema=pa.schema(columns))
     updates = {f.name: f"s.{f.name}" for f in columns if f.name != "batch_id"}
     (
-        DeltaTable(str(root / "batches"))
+        DeltaTable(str(root / TableName.BATCHES))
         .merge(source, "t.batch_id = s.batch_id", source_alias="s", target_alias="t")
         .when_matched_update(updates)
         .execute()
@@ -462,9 +467,9 @@ def read_rows(
     return rows
 
 
-DECISIONS = ("broker_decisions", "routing_table")
+DECISIONS = (TableName.BROKER_DECISIONS, TableName.ROUTING_TABLE)
 """The tables whose rows :func:`decision_messages` sends, the ones decision latency is about."""
-DRIVER_PUBLISHED = ("redeliveries", "transactions")
+DRIVER_PUBLISHED = (TableName.REDELIVERIES, TableName.TRANSACTIONS)
 """What :func:`publish_batch` sends besides the decisions."""
 PUBLISHED = (*DECISIONS, *DRIVER_PUBLISHED)
 """The tables whose rows :func:`publish_batch` sends."""
@@ -480,12 +485,12 @@ def decision_messages(
     batch would show it again, after the last), in the order they took effect. A probation's
     message carries ``probe_share`` (recovery probing)."""
     latest: dict[str, tuple[str, str, str]] = {}
-    decisions = [r for r in rows["broker_decisions"] if r["scope"] == "cluster"]
+    decisions = [r for r in rows[TableName.BROKER_DECISIONS] if r["scope"] == "cluster"]
     for r in sorted(decisions, key=publish_order):
         key = f"broker/{r['cluster']}/{r['broker_name']}"
         latest.pop(key, None)
         latest[key] = (topic, json.dumps(message(r, probe_share)), key)
-    tables = [r for r in rows["routing_table"] if r["scope"] == "cluster"]
+    tables = [r for r in rows[TableName.ROUTING_TABLE] if r["scope"] == "cluster"]
     for r in sorted(tables, key=lambda r: r["effective_at"]):
         key = f"route/{r['cluster']}/{r['topic']}"
         latest.pop(key, None)
@@ -510,16 +515,16 @@ def publish_batch(
     Waits while Kafka does not answer (:meth:`streaming.kafka.Publisher.deliver`); raises when a
     message cannot be delivered, so the batch fails and is retried. A batch already committed is
     not sent again. Returns the number of messages sent."""
-    if is_committed(DeltaTable(str(root / "batches")), app_id, batch_id):
+    if is_committed(DeltaTable(str(root / TableName.BATCHES)), app_id, batch_id):
         return 0
     messages: list[tuple[str, str, str]] = []
     if decisions_topic:
         if decisions:
             messages += decision_messages(rows, decisions_topic, probe_share)
-        for r in sorted(rows["transactions"], key=lambda r: r["effective_at"]):
+        for r in sorted(rows[TableName.TRANSACTIONS], key=lambda r: r["effective_at"]):
             if r["notify"]:
                 key = f"transaction/{r['cluster']}/{r['transaction_id']}"
                 messages.append((decisions_topic, json.dumps(r), key))
-    for r in rows["redeliveries"]:
+    for r in rows[TableName.REDELIVERIES]:
         messages.append((r["kafka_topic"], json.dumps(r), r["message_id"]))
     return int(publisher.deliver(messages))

@@ -24,6 +24,7 @@ import pyarrow as pa
 from streaming.job.sink import table_schema, with_timestamps
 from udfs.errors import ConfigError
 from udfs.schema import BATCHES, PARTITION, TIME_COLUMNS
+from udfs.vocabulary import TableName
 
 STAGING = "_staging"
 
@@ -87,9 +88,9 @@ class DeltaSpark:
     def row(self, row: dict[str, Any], batch_id: int) -> None:
         from pyspark.sql.pandas.types import from_arrow_schema
 
-        data = with_timestamps("batches", pa.Table.from_pylist([row], schema=BATCHES))
+        data = with_timestamps(TableName.BATCHES, pa.Table.from_pylist([row], schema=BATCHES))
         frame = self.spark.createDataFrame(data.to_pylist(), from_arrow_schema(data.schema))
-        self._append(frame.write, "batches", batch_id)
+        self._append(frame.write, TableName.BATCHES, batch_id)
 
     def _append(self, writer: Any, name: str, batch_id: int) -> None:
         (

@@ -13,13 +13,14 @@ import pyarrow.compute as pc
 
 from streaming.job.progress import Progress
 from udfs.schema import TABLES
+from udfs.vocabulary import Decision, TableName
 
 
 def table_counts(output: Path) -> dict[str, int]:
     from deltalake import DeltaTable
 
     counts = {}
-    for name in [*TABLES, "batches"]:  # from the Delta log's file statistics, not the rows
+    for name in [*TABLES, TableName.BATCHES]:  # from the Delta log's file statistics, not the rows
         files = pa.table(DeltaTable(str(output / name)).get_add_actions(flatten=True))
         counts[name] = int(pc.sum(files["num_records"]).as_py() or 0)
     return counts
@@ -29,22 +30,22 @@ def isolation_windows(output: Path) -> list[dict[str, Any]]:
     """ISOLATE..RESTORE windows per (scope, scope_key, broker), from ``broker_decisions``."""
     from deltalake import DeltaTable
 
-    rows = DeltaTable(str(output / "broker_decisions")).to_pyarrow_table().to_pylist()
-    rows = [r for r in rows if r["decision"] in ("ISOLATE", "RESTORE")]
+    rows = DeltaTable(str(output / TableName.BROKER_DECISIONS)).to_pyarrow_table().to_pylist()
+    rows = [r for r in rows if r["decision"] in (Decision.ISOLATE, Decision.RESTORE)]
     rows.sort(
         key=lambda r: (
             r["scope"],
             r["scope_key"],
             r["broker_name"],
             r["effective_at"],
-            r["decision"] != "RESTORE",
+            r["decision"] != Decision.RESTORE,
         )
     )
     windows: list[dict[str, Any]] = []
     open_: dict[tuple[str, str, str], dict[str, Any]] = {}
     for r in rows:
         key = (r["scope"], r["scope_key"], r["broker_name"])
-        if r["decision"] == "ISOLATE":
+        if r["decision"] == Decision.ISOLATE:
             open_[key] = {
                 "scope": key[0],
                 "scope_key": key[1],
@@ -53,7 +54,7 @@ def isolation_windows(output: Path) -> list[dict[str, Any]]:
                 "end": None,
                 "cause": r["cause_event_id"],
             }
-        elif r["decision"] == "RESTORE" and key in open_:
+        elif r["decision"] == Decision.RESTORE and key in open_:
             window = open_.pop(key)
             window["end"] = r["effective_at"]
             windows.append(window)
@@ -67,8 +68,10 @@ def delay_queues(output: Path) -> pd.DataFrame:
     run into this output."""
     from deltalake import DeltaTable
 
-    entries = DeltaTable(str(output / "schedule_entries")).to_pandas(columns=["delay_level"])
-    out = DeltaTable(str(output / "redeliveries")).to_pandas(columns=["delay_level", "dlq"])
+    entries = DeltaTable(str(output / TableName.SCHEDULE_ENTRIES)).to_pandas(
+        columns=["delay_level"]
+    )
+    out = DeltaTable(str(output / TableName.REDELIVERIES)).to_pandas(columns=["delay_level", "dlq"])
     counts = pd.DataFrame(
         {
             "scheduled": entries.groupby("delay_level").size(),
@@ -105,7 +108,7 @@ def transaction_states(output: Path) -> dict[str, int]:
     them waiting for an end or a check."""
     from deltalake import DeltaTable
 
-    rows = DeltaTable(str(output / "transactions")).to_pandas(
+    rows = DeltaTable(str(output / TableName.TRANSACTIONS)).to_pandas(
         columns=["cluster", "transaction_id", "state", "effective_at", "next_check_at"]
     )
     counts = {str(k): int(v) for k, v in rows["state"].value_counts().sort_index().items()}

@@ -48,6 +48,7 @@ from udfs.rocketmq import (
 )
 from udfs.rocketmq._send import SEND_MSG_TIMEOUT_MS
 from udfs.schedule import DelayPolicy
+from udfs.vocabulary import TableName
 
 HEARTBEAT_TIMEOUT_MS = 120_000
 SCAN_INTERVAL_MS = 10_000
@@ -144,13 +145,13 @@ class Loop:
         events = parse(values, ["closed-loop"] * len(batch), [e["event_time"] for e in batch])
         step = engine.advance(self.cluster, self.state, events.to_pandas(), self.config)
         self.state = step.state
-        rows = step.tables.get("broker_decisions")
+        rows = step.tables.get(TableName.BROKER_DECISIONS)
         share = self.config.policies.probe_share
         for r in sorted(rows.to_pylist() if rows is not None else [], key=publish_order):
             if r["scope"] == engine.CLUSTER:
                 self.view.apply(decision_message(r, share), r["effective_at"] + self.delay)
                 self.decisions.append(r)
-        released = step.tables.get("redeliveries")
+        released = step.tables.get(TableName.REDELIVERIES)
         for r in released.to_pylist() if released is not None else []:
             if r["broker_name"] is not None:
                 self.released[(r["message_id"], r["attempt_count"])] = r["broker_name"]

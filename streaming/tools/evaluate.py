@@ -59,6 +59,7 @@ from udfs import engine
 from udfs.errors import ConfigError
 from udfs.parse import parse
 from udfs.rocketmq import Outcome
+from udfs.vocabulary import Decision, EventKind, ProducerState, TableName
 
 Interval = tuple[int, int]
 
@@ -172,7 +173,7 @@ def _isolated_spans(decisions: list[dict[str, Any]]) -> dict[str, list[Interval]
         spans[b] = _union(
             (r["effective_at"], min(r["available_from"], n))
             for r, n in zip(mine, nexts, strict=True)
-            if decision_state(r["decision"]) == "ISOLATED"
+            if decision_state(r["decision"]) == ProducerState.ISOLATED
         )
     return spans
 
@@ -196,7 +197,7 @@ def _judged_at(
     cause, t = d["cause_event_id"], int(d["effective_at"])
     if cause:
         return sent_at.get(cause)
-    if d["decision"] == "OUTLIER":
+    if d["decision"] == Decision.OUTLIER:
         for a, b in sick.get(d["broker_name"], []):
             if a < t and b > t - width:
                 return max(a, t - width)
@@ -235,8 +236,8 @@ def _read_spans(
         for d, at, following in zip(mine, seen, [*seen[1:], 2**62], strict=True):
             state = decision_state(d["decision"])
             until = min(held_until(d, at), following)
-            if state in ("ISOLATED", "PROBING") and until > at:
-                isolated = state == "ISOLATED"
+            if state in (ProducerState.ISOLATED, ProducerState.PROBING) and until > at:
+                isolated = state == ProducerState.ISOLATED
                 weight = 1.0 if isolated else 1.0 - (share or 0.0)
                 out.setdefault(b, []).append((judge(d) if isolated else None, at, until, weight))
     return out
@@ -293,7 +294,9 @@ def measure(
 ) -> Figures:
     sick = sick_intervals(scenario)
     sends = [
-        e for e in events if e["kind"] == "send_result" and e["outcome"] != Outcome.CALL_TIMEOUT
+        e
+        for e in events
+        if e["kind"] == EventKind.SEND_RESULT and e["outcome"] != Outcome.CALL_TIMEOUT
     ]
     sick_sends = sum(
         _inside(sick.get(e["broker_name"], []), e["event_time"] - e["latency_ms"]) for e in sends
@@ -302,7 +305,7 @@ def measure(
     retries = sum(e["attempt"] > 0 for e in sends)
     calls: dict[tuple[str, str, int], int] = {}
     for e in events:
-        if e["kind"] == "send_result":
+        if e["kind"] == EventKind.SEND_RESULT:
             key = (e["producer_id"], e["message_id"], e.get("redelivery_count", 0))
             calls[key] = calls.get(key, 0) + int(e["latency_ms"])
     times = np.array(list(calls.values()) or [0])
@@ -314,7 +317,7 @@ def measure(
         width = loop.config.policies.outlier_window_ms
         for d in loop.decisions:
             sent = _judged_at(d, sent_at, sick, width)
-            if decision_state(d["decision"]) == "ISOLATED" and sent is not None:
+            if decision_state(d["decision"]) == ProducerState.ISOLATED and sent is not None:
                 decided.setdefault(d["broker_name"], []).append(
                     (sent, d["effective_at"], d["available_from"])
                 )
@@ -468,8 +471,11 @@ def _reported_swaps(cluster: str, events: list[dict[str, Any]], config: engine.E
     )
     values = [json.dumps(e) for e in events]
     frame = parse(values, ["evaluate"] * len(values), [e["event_time"] for e in events])
-    rows = engine.advance(cluster, None, frame.to_pandas(), config).tables.get("broker_decisions")
-    return 0 if rows is None else int(pc.sum(pc.equal(rows["decision"], "QUEUE_SWAP")).as_py() or 0)
+    tables = engine.advance(cluster, None, frame.to_pandas(), config).tables
+    rows = tables.get(TableName.BROKER_DECISIONS)
+    if rows is None:
+        return 0
+    return int(pc.sum(pc.equal(rows["decision"], Decision.QUEUE_SWAP)).as_py() or 0)
 
 
 def _policies(config: engine.EngineConfig, on: dict[str, Any]) -> engine.EngineConfig:

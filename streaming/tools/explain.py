@@ -15,6 +15,7 @@ from streaming.client import POLICY_STATES, publish_order
 from streaming.tools import routing_tables
 from udfs.errors import FaultlineError
 from udfs.rocketmq import PROFILES
+from udfs.vocabulary import Decision, ProducerState, TableName
 
 AROUND = 3
 """Decision rows shown before and after the instant."""
@@ -45,7 +46,7 @@ def _table(output: Path, name: str, **equal: Any) -> list[dict[str, Any]]:
 def _first_event(output: Path) -> int | None:
     from deltalake import DeltaTable
 
-    times = DeltaTable(str(output / "fault_items")).to_pyarrow_table(columns=["event_time"])
+    times = DeltaTable(str(output / TableName.FAULT_ITEMS)).to_pyarrow_table(columns=["event_time"])
     first = pc.min(times["event_time"]).as_py()
     return None if first is None else int(first)
 
@@ -79,16 +80,20 @@ def broker_at(
     kind, _, producer = scope.partition(":")
     if kind not in ("cluster", "producer") or (kind == "producer") != bool(producer):
         raise ExplainError(f"--scope {scope!r}: give cluster or producer:PRODUCER_ID")
-    clocks = [b["clock"] for b in _table(output, "batches") if b["clock"] is not None]
+    clocks = [b["clock"] for b in _table(output, TableName.BATCHES) if b["clock"] is not None]
     begin = _first_event(output)
     if not clocks or begin is None or not begin <= at <= max(clocks):
         seen = f"{iso(begin)} .. {iso(max(clocks))}" if clocks else "no batch yet"
         raise ExplainError(f"--at {iso(at)} is outside every batch of {output}: they cover {seen}")
-    items = _table(output, "fault_items", broker_name=broker)
-    decisions = _table(output, "broker_decisions", broker_name=broker)
+    items = _table(output, TableName.FAULT_ITEMS, broker_name=broker)
+    decisions = _table(output, TableName.BROKER_DECISIONS, broker_name=broker)
     if not items and not decisions:
         known = sorted(
-            {r["broker_name"] for r in _table(output, "broker_decisions") if r["broker_name"]}
+            {
+                r["broker_name"]
+                for r in _table(output, TableName.BROKER_DECISIONS)
+                if r["broker_name"]
+            }
         )
         raise ExplainError(f"--broker {broker}: not in {output}; brokers there: {', '.join(known)}")
     clusters = sorted({r["cluster"] for r in items + decisions})
@@ -144,14 +149,14 @@ def broker_at(
         {"in_route": True, "since": None, "cause_event_id": None}
         if not route
         else {
-            "in_route": route[-1]["decision"] == "ROUTE_RESTORED",
+            "in_route": route[-1]["decision"] == Decision.ROUTE_RESTORED,
             "since": route[-1]["effective_at"],
             "cause_event_id": route[-1]["cause_event_id"],
         }
     )
     beats = [
         r["event_time"]
-        for r in _table(output, "heartbeats", broker_name=broker)
+        for r in _table(output, TableName.HEARTBEATS, broker_name=broker)
         if r["cluster"] == cluster and r["event_time"] <= at
     ]
     answer["nameserver"]["last_heartbeat"] = max(beats, default=None)
@@ -169,7 +174,10 @@ def broker_at(
     if said and said[-1]["decision"] in POLICY_STATES:
         last = said[-1]
         answer["policy"] = {k: last[k] for k in ("decision", "effective_at", "reason")}
-        held = POLICY_STATES[last["decision"]] == "ISOLATED" and at < last["available_from"]
+        held = (
+            POLICY_STATES[last["decision"]] == ProducerState.ISOLATED
+            and at < last["available_from"]
+        )
         answer["available"] = answer["nameserver"]["in_route"] is not False and not held
     split = sum(1 for r in near if r["effective_at"] <= at)
     answer["decisions"] = [
@@ -246,7 +254,7 @@ def message_path(output: Path, message_id: str) -> list[dict[str, Any]]:
     """A message's attempts with their routing decisions, its delay-queue entries and where it
     went, in time order."""
     steps = []
-    for r in _table(output, "fault_items", message_id=message_id):
+    for r in _table(output, TableName.FAULT_ITEMS, message_id=message_id):
         if r["scope"] == "cluster" and r["phase"] == "result":  # one per attempt
             steps.append(
                 {
@@ -256,7 +264,7 @@ def message_path(output: Path, message_id: str) -> list[dict[str, Any]]:
                     f"{r['outcome']} after {r['latency_ms']} ms ({r['event_id']})",
                 }
             )
-    for r in _table(output, "routing_decisions", message_id=message_id):
+    for r in _table(output, TableName.ROUTING_DECISIONS, message_id=message_id):
         steps.append(
             {
                 "at": r["decided_at"],
@@ -266,7 +274,7 @@ def message_path(output: Path, message_id: str) -> list[dict[str, Any]]:
                 f"by rule {r['rule']}",
             }
         )
-    for r in _table(output, "schedule_entries", message_id=message_id):
+    for r in _table(output, TableName.SCHEDULE_ENTRIES, message_id=message_id):
         steps.append(
             {
                 "at": r["store_time"],
@@ -276,7 +284,7 @@ def message_path(output: Path, message_id: str) -> list[dict[str, Any]]:
                 f"due {iso(r['deliver_at'])}",
             }
         )
-    for r in _table(output, "redeliveries", message_id=message_id):
+    for r in _table(output, TableName.REDELIVERIES, message_id=message_id):
         where = "the DLQ" if r["dlq"] else "its topic"
         steps.append(
             {

@@ -38,6 +38,7 @@ from streaming.job.stateful import run_key
 from streaming.job.summary import isolation_windows
 from udfs import engine
 from udfs.errors import FaultlineError
+from udfs.vocabulary import TableName
 
 FIXED = (
     "source",
@@ -466,7 +467,8 @@ def print_difference(
 def _last_clock(output: Path) -> int:
     from deltalake import DeltaTable
 
-    clocks = DeltaTable(str(output / "batches")).to_pyarrow_table(columns=["clock"]).column(0)
+    batches = DeltaTable(str(output / TableName.BATCHES))
+    clocks = batches.to_pyarrow_table(columns=["clock"]).column(0)
     return max((c for c in clocks.to_pylist() if c is not None), default=0)
 
 
@@ -475,7 +477,7 @@ def _decisions(output: Path) -> dict[tuple[Any, ...], tuple[Any, ...]]:
     available_from); a cause with several rows keeps them in time order."""
     from deltalake import DeltaTable
 
-    rows = DeltaTable(str(output / "broker_decisions")).to_pyarrow_table().to_pylist()
+    rows = DeltaTable(str(output / TableName.BROKER_DECISIONS)).to_pyarrow_table().to_pylist()
     found: dict[tuple[Any, ...], tuple[Any, ...]] = {}
     for r in sorted(rows, key=lambda r: (r["effective_at"], str(r["decision"]))):
         key = tuple(r[k] for k in _DECISION_KEY)

@@ -34,8 +34,9 @@ import pyarrow.compute as pc
 
 from udfs.errors import FaultlineError
 from udfs.schema import TABLES
+from udfs.vocabulary import TableName
 
-SELECTABLE = TABLES["routing_table"].field("selectable").type
+SELECTABLE = TABLES[TableName.ROUTING_TABLE].field("selectable").type
 
 
 class RoutingTableError(FaultlineError):
@@ -189,10 +190,11 @@ def _compact(output: Path, where: Any) -> tuple[pa.Table, pa.Table | None]:
     """The ``routing_table`` rows as stored, and the ``routes`` their compact rows need."""
     from deltalake import DeltaTable
 
-    rows = DeltaTable(str(output / "routing_table")).to_pyarrow_dataset().to_table(filter=where)
+    table = DeltaTable(str(output / TableName.ROUTING_TABLE))
+    rows = table.to_pyarrow_dataset().to_table(filter=where)
     routes = None
     if "route" in rows.column_names and rows["selectable"].null_count:
-        routes = DeltaTable(str(output / "routes")).to_pyarrow_table(
+        routes = DeltaTable(str(output / TableName.ROUTES)).to_pyarrow_table(
             columns=["cluster", "topic", "route", "effective_at", "batch_id", "writable"]
         )
     return rows, routes

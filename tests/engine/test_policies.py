@@ -9,6 +9,7 @@ import itertools
 import json
 from typing import Any
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -17,6 +18,7 @@ from streaming.config import load_scenario
 from streaming.sim.simulator import simulate
 from tests.engine.conftest import T0, frame, send
 from udfs import engine
+from udfs.vocabulary import Decision, ProducerState
 
 CLUSTER_ONLY = engine.EngineConfig(scopes=(engine.CLUSTER,))
 ROUTE = {"T": tuple((b, 4, 6) for b in "abcd")}
@@ -174,6 +176,28 @@ def test_every_policy_decision_means_what_the_client_reads() -> None:
         "ISOLATE",
         "PANIC",
     ]
+
+
+def test_every_decision_about_a_broker_has_a_state_and_no_other_decision_does() -> None:
+    reports = {Decision.QUEUE_SWAP, Decision.EVICTED}  # about a producer, not a broker
+    for d in set(Decision) - reports:
+        assert decision_state(d) in set(ProducerState)
+    for d in reports:
+        with pytest.raises(ValueError, match=f"decision '{d}' is no decision about a broker"):
+            decision_state(d)
+
+
+def test_an_unknown_decision_is_an_error_not_an_isolation() -> None:
+    with pytest.raises(ValueError, match="decision 'QUARANTINE' is unknown: expected one of"):
+        decision_state("QUARANTINE")
+    row = {"decision": "QUARANTINE", "effective_at": 5, "available_from": 9}
+    with pytest.raises(ValueError, match="'QUARANTINE'"):
+        message(row, None)
+    with pytest.raises(ValueError, match="'QUARANTINE'"):
+        publish_order(row)
+    read = {**row, "scope": "cluster", "cluster": "c", "broker_name": "a"}
+    with pytest.raises(ValueError, match="'QUARANTINE'"):
+        DecisionView().apply(read, 5)
 
 
 ALL = dataclasses.replace(

@@ -23,6 +23,7 @@ from tests.fuzzing import palettes
 from tests.streaming.conftest import faultline, table
 from udfs import engine
 from udfs.schema import TABLES
+from udfs.vocabulary import ReasonCode
 
 pytestmark = pytest.mark.spark
 
@@ -30,13 +31,6 @@ SCENARIO = load_scenario("quick")
 VALID = simulate(SCENARIO)
 WRITTEN_AT = VALID[-1]["event_time"]
 """The records' ingest time (the file's time, the Kafka timestamp): when the scenario ended."""
-REASONS = {
-    "DATA_LOSS", "MALFORMED_JSON", "WRONG_TYPE", "MISSING_FIELD", "UNKNOWN_KIND",
-    "EVENT_TIME_OUT_OF_RANGE", "NEGATIVE_LATENCY", "UNKNOWN_OUTCOME", "UNKNOWN_PROFILE",
-    "UNKNOWN_MODE", "UNKNOWN_STATUS", "INVALID_VALUE", "INVALID_ROUTE", "FUTURE_EVENT_TIME",
-    "UNKNOWN_TRANSACTION", "UNKNOWN_LOCAL_STATE", "INVALID_TRANSACTION",
-}  # fmt: skip
-"""The reason codes the README documents."""
 DECIDED = ("fault_items", "broker_decisions", "routing_decisions", "routing_table",
            "heartbeats", "schedule_entries", "redeliveries", "transactions")  # fmt: skip
 FUZZ = settings(
@@ -66,7 +60,7 @@ def _check(out: Path, records: int, seen: tuple[str, ...]) -> None:
     assert min(batches[list(seen)].sum()) > 0
     quarantine = table(out, "quarantine")
     assert len(quarantine) == batches["quarantined"].sum()
-    assert set(quarantine["reason_code"]) <= REASONS
+    assert set(quarantine["reason_code"]) <= set(ReasonCode)
     assert quarantine["reason"].str.len().min() > 0
     assert len(table(out, "late_events")) == batches["late"].sum()
     rules = engine_config(load_job_config())  # conf/faultline.yaml, as the job ran

@@ -13,7 +13,7 @@ from streaming.config import load_scenario
 from streaming.job.sources.files import FilesReader
 from streaming.sim.simulator import simulate
 from tests.streaming.conftest import faultline
-from udfs.schema import EVENT_KINDS
+from udfs.vocabulary import EventKind
 
 
 class Limit:
@@ -107,7 +107,7 @@ def test_simulate_writes_the_same_events_every_time(tmp_path: Path) -> None:
     assert len(lines) == len(simulate(load_scenario("quick")))
     assert lines == sorted(lines, key=lambda e: (e["event_time"], e["event_id"]))
     kinds = {e["kind"] for e in lines}
-    assert kinds == set(EVENT_KINDS)
+    assert kinds == set(EventKind)
 
 
 def test_a_bad_scenario_names_the_file_and_the_key(tmp_path: Path) -> None:

@@ -93,6 +93,7 @@ from udfs.engine._tables import Change
 from udfs.engine._transactions import remember_answers, transact
 from udfs.rocketmq import Next
 from udfs.schema import EVENTS
+from udfs.vocabulary import EventKind
 
 __all__ = [
     "CLUSTER",
@@ -149,7 +150,7 @@ def advance(
     if not shard.lead:  # its clock moved with every event: its deadlines fire all the same
         events = _owned(events, shard)
     for part in segments(state, events, config):
-        sends = part.events.loc[part.events["kind"] == "send_result", _SEND_COLUMNS]
+        sends = part.events.loc[part.events["kind"] == EventKind.SEND_RESULT, _SEND_COLUMNS]
         seg = Segment(
             cluster=cluster,
             state=state,
@@ -171,8 +172,8 @@ def _owned(events: pd.DataFrame, shard: Shard) -> pd.DataFrame:
     """What a shard other than the lead applies: the NameServer's events and its producers'
     sends."""
     kind = events["kind"].to_numpy(object)
-    keep = np.isin(kind, ["heartbeat", "route"])
-    sends = np.flatnonzero(kind == "send_result")
+    keep = np.isin(kind, [EventKind.HEARTBEAT, EventKind.ROUTE])
+    sends = np.flatnonzero(kind == EventKind.SEND_RESULT)
     keep[sends] = shard.mask(events["producer_id"].to_numpy(object)[sends])
     return events[keep].reset_index(drop=True)
 

@@ -15,6 +15,7 @@ from udfs.engine._output import Out, quarantine_rows
 from udfs.engine._state import State, id_hashes
 from udfs.rocketmq import Next, Outcome, SendMode, attempt_effect
 from udfs.schema import EVENTS
+from udfs.vocabulary import ReasonCode, TableName
 
 
 def next_steps(sends: pd.DataFrame, config: EngineConfig) -> np.ndarray:
@@ -57,7 +58,8 @@ def quarantine(events: pd.DataFrame, out: Out) -> pd.DataFrame:
     if bad.any():
         rejected = events[bad]
         out.add(
-            "quarantine", quarantine_rows(rejected, rejected["reason_code"], rejected["reason"])
+            TableName.QUARANTINE,
+            quarantine_rows(rejected, rejected["reason_code"], rejected["reason"]),
         )
         out.stats["quarantined"] += int(bad.sum())
         events = events[~bad]
@@ -109,7 +111,7 @@ def admit(
     if late.any():
         lf = events.iloc[order[late]]
         out.add(
-            "late_events",
+            TableName.LATE_EVENTS,
             pd.DataFrame(
                 {
                     "cluster": cluster,
@@ -130,7 +132,7 @@ def admit(
             f"ingest time {int(i)} (its Kafka timestamp or its file's time)"
             for v, i in zip(ff["event_time"], ff["ingest_ms"], strict=True)
         ]
-        out.add("quarantine", quarantine_rows(ff, "FUTURE_EVENT_TIME", reasons))
+        out.add(TableName.QUARANTINE, quarantine_rows(ff, ReasonCode.FUTURE_EVENT_TIME, reasons))
         out.stats["quarantined"] += int(future.sum())
     out.stats["duplicates"] += int(repeated.sum())
     keep = candidates & ~repeated

@@ -12,6 +12,7 @@ from udfs.engine._segment import Segment
 from udfs.engine._transactions import prepared
 from udfs.rocketmq import Next
 from udfs.schedule import Schedule
+from udfs.vocabulary import EventKind, TableName
 
 
 def schedule_batch(
@@ -30,8 +31,8 @@ def schedule_batch(
     schedule.send_failures(sends[(after == Next.FAIL) & ~half])
     delayed = (after == Next.RETURN) & ~half & (sends["delay_level"].fillna(0).to_numpy() > 0)
     schedule.delayed_sends(sends[delayed])
-    retry = (events["kind"] == "consume_result") & (events["status"] == "RECONSUME_LATER")
+    retry = (events["kind"] == EventKind.CONSUME_RESULT) & (events["status"] == "RECONSUME_LATER")
     schedule.consume_retries(events[retry])
     schedule.release(seg.clock_end, route)
-    out.rows("schedule_entries", schedule.entries)
-    out.rows("redeliveries", schedule.redeliveries)
+    out.rows(TableName.SCHEDULE_ENTRIES, schedule.entries)
+    out.rows(TableName.REDELIVERIES, schedule.redeliveries)

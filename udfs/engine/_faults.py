@@ -12,7 +12,7 @@ from udfs._frames import tuples, where
 from udfs.engine._config import CLUSTER
 from udfs.engine._segment import EventAt, Segment
 from udfs.engine._state import Item, State, Table
-from udfs.engine._tables import Change, Decision, ScopeTables, emit, expire_idle, report_rows
+from udfs.engine._tables import Change, DecisionRow, ScopeTables, emit, expire_idle, report_rows
 
 
 @dataclass
@@ -93,7 +93,7 @@ def settle(seg: Segment, opened: Opened) -> dict[str, list[Change]]:
     scope, tables = opened.scope, opened.tables
     changes = tables.finish(cluster, clock_end, out) if tables else {}
     out.stats["stale"] += tables.stale if tables else 0
-    expired: list[Decision] = []
+    expired: list[DecisionRow] = []
     stored = seg.state.tables[scope]
     for key, tstate in stored.items():
         if tstate.profile is not None and (tables is None or key not in tables.init):

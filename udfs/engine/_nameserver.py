@@ -20,6 +20,7 @@ from udfs.engine._config import CLUSTER, EngineConfig, Route
 from udfs.engine._output import Out
 from udfs.engine._segment import Segment
 from udfs.engine._state import Heartbeat, State
+from udfs.vocabulary import Decision, EventKind, TableName
 
 Routes = dict[str, Route]
 """Each topic's effective route: its declared brokers without those the NameServer dropped."""
@@ -79,11 +80,11 @@ def follow(seg: Segment) -> RouteTimeline:
     out = seg.out if seg.shard.lead else None
     cluster, events = seg.cluster, seg.events
     view = _View(cluster, seg.state, seg.config, out)
-    ticks = events[events["kind"].isin(["heartbeat", "route"])]
+    ticks = events[events["kind"].isin([EventKind.HEARTBEAT, EventKind.ROUTE])]
     if out is not None:  # the NameServer's view at any instant, for incident review
-        beats = ticks[ticks["kind"] == "heartbeat"]
+        beats = ticks[ticks["kind"] == EventKind.HEARTBEAT]
         out.add(
-            "heartbeats",
+            TableName.HEARTBEATS,
             pd.DataFrame(
                 {
                     "cluster": cluster,
@@ -97,7 +98,7 @@ def follow(seg: Segment) -> RouteTimeline:
     columns = ("event_time", "event_id", "kind", "broker_name", "topic", "brokers_json")
     for row in tuples(ticks, columns):  # in (event_time, event_id) order
         view.scans_until(int(row.event_time))
-        if row.kind == "heartbeat":
+        if row.kind == EventKind.HEARTBEAT:
             view.heartbeat(row)
         else:
             view.route(row)
@@ -133,7 +134,7 @@ class _View:
             hb.expired = True
             self._decision(
                 broker,
-                "ROUTE_EXPIRED",
+                Decision.ROUTE_EXPIRED,
                 scan,
                 hb.eid,
                 f"no heartbeat for more than {timeout} ms at the NameServer scan",
@@ -153,7 +154,7 @@ class _View:
         if hb is not None and hb.expired:
             self._decision(
                 row.broker_name,
-                "ROUTE_RESTORED",
+                Decision.ROUTE_RESTORED,
                 at,
                 row.event_id,
                 "heartbeat received: the broker is back in the route",
@@ -172,7 +173,7 @@ class _View:
         if self.out is None:
             return
         self.out.rows(
-            "broker_decisions",
+            TableName.BROKER_DECISIONS,
             [
                 {
                     "scope": CLUSTER,

@@ -42,9 +42,15 @@ from udfs.engine._segment import Segment
 from udfs.engine._state import Isolated, PolicyState, Shown, Window
 from udfs.engine._tables import Change
 from udfs.rocketmq import Outcome
+from udfs.vocabulary import Decision, ProducerState, TableName
 
-ISOLATED, AVAILABLE, PROBING = "ISOLATED", "AVAILABLE", "PROBING"
 _ANSWERED = [o.value for o in Outcome if o.returned]
+
+_RELEASED: dict[str, str] = {
+    ProducerState.PROBING: "probation passed",
+    ProducerState.ISOLATED: "latency outlier isolation ended",
+}
+"""Why a ``RELEASE`` ends what the policies showed before."""
 
 Key = tuple[int, int, str]
 """A point in the cluster's time: (time, 0 for a deadline or 1 for an event, event_id)."""
@@ -66,7 +72,7 @@ def govern(
         return changes
     g = _Governor(seg, routes)
     opened.isolated_at_start[seg.cluster] = {
-        b: s.until for b, s in g.p.shown.items() if s.state == ISOLATED
+        b: s.until for b, s in g.p.shown.items() if s.state == ProducerState.ISOLATED
     }
     closes = _windows(g.p, sends, policies, clock_end) if policies.outlier_factor else {}
     # each instant the FaultTable or the routes changed at, as (time, order, event_id): one
@@ -86,7 +92,7 @@ def govern(
             break
         i += int(i < len(todo) and todo[i] == key)
         g.at(key, base.get(key, []), closes.get(key[0]) if key[1:] == (0, "") else None)
-    seg.out.rows("broker_decisions", g.rows)
+    seg.out.rows(TableName.BROKER_DECISIONS, g.rows)
     return changes + g.effective
 
 
@@ -112,14 +118,14 @@ class _Governor:
         before = dict(p.shown)
         causes: dict[str, str] = {}
         for c in base:
-            if c.decision == "RESTORE":
+            if c.decision == Decision.RESTORE:
                 p.base.pop(c.broker, None)
-                p.shown[c.broker] = Shown(AVAILABLE, t, False)
+                p.shown[c.broker] = Shown(ProducerState.AVAILABLE, t, False)
             else:
                 assert c.until is not None
                 # the FaultTable's isolation and its cause
                 p.base[c.broker] = Isolated(c.until, c.event_id)
-                p.shown[c.broker] = Shown(ISOLATED, c.until, False)
+                p.shown[c.broker] = Shown(ProducerState.ISOLATED, c.until, False)
             causes[c.broker] = c.event_id
         p.outlier = {b: v for b, v in p.outlier.items() if v.until > t}
         p.probe = {b: u for b, u in p.probe.items() if u > t}
@@ -132,20 +138,26 @@ class _Governor:
         for b in sorted({*raw, *p.shown, *p.probe}):
             if b in raw and b not in waived:
                 p.probe.pop(b, None)
-                want = Shown(ISOLATED, raw[b], False)
+                want = Shown(ProducerState.ISOLATED, raw[b], False)
             elif b in raw:
-                want = Shown(AVAILABLE, t, True)
+                want = Shown(ProducerState.AVAILABLE, t, True)
             else:
                 since = p.since.pop(b, None)
                 was = before.get(b)
-                if since is not None and was is not None and was.state == ISOLATED:
+                if since is not None and was is not None and was.state == ProducerState.ISOLATED:
                     self._probation(b, t, t - since)
                 probe = p.probe.get(b)
-                want = Shown(AVAILABLE, t, False) if probe is None else Shown(PROBING, probe, False)
+                want = (
+                    Shown(ProducerState.AVAILABLE, t, False)
+                    if probe is None
+                    else Shown(ProducerState.PROBING, probe, False)
+                )
             self._show(b, key, want, causes.get(b), waived.get(b))
         for b in [b for b in p.since if b not in raw]:
             del p.since[b]
-        p.shown = {b: s for b, s in p.shown.items() if s.state != AVAILABLE or s.waived}
+        p.shown = {
+            b: s for b, s in p.shown.items() if s.state != ProducerState.AVAILABLE or s.waived
+        }
 
     def _until(self, broker: str, t: int) -> int:
         base, outlier = self.p.base.get(broker), self.p.outlier.get(broker)
@@ -208,36 +220,33 @@ class _Governor:
         """Write a row where the rows so far tell a reader something else than ``want``."""
         t = key[0]
         shown = self.p.shown.get(broker)
-        now = Shown(AVAILABLE, t, False) if shown is None else shown
+        now = Shown(ProducerState.AVAILABLE, t, False) if shown is None else shown
         same = now.state == want.state and now.waived == want.waived
-        if same and (want.state == AVAILABLE or now.until == want.until):
+        if same and (want.state == ProducerState.AVAILABLE or now.until == want.until):
             return
         self.p.shown[broker] = want
         state, until, _ = want
         base = self.p.base.get(broker)
         cause = cause or (None if base is None else base.cause)
         outlier = self.p.outlier.get(broker)
-        if state == ISOLATED and outlier is not None and outlier.until == until:
-            decision, why = "OUTLIER", str(outlier.cause)
-        elif state == ISOLATED:
-            decision = "HOLD"
+        if state == ProducerState.ISOLATED and outlier is not None and outlier.until == until:
+            decision, why = Decision.OUTLIER, str(outlier.cause)
+        elif state == ProducerState.ISOLATED:
+            decision = Decision.HOLD
             why = "the FaultTable's isolation holds" + (
                 ": the isolation cap has room again" if now.waived else ""
             )
-        elif state == PROBING:
-            decision = "PROBE"
+        elif state == ProducerState.PROBING:
+            decision = Decision.PROBE
             why = (
                 f"recovery probing: takes {self.policies.probe_share:.0%} of the sends "
                 f"for {until - t} ms after its isolation ended"
             )
         elif waived is not None:
-            decision, why = "PANIC", waived
+            decision, why = Decision.PANIC, waived
         else:
-            decision = "RELEASE"
-            why = {
-                PROBING: "probation passed",
-                ISOLATED: "latency outlier isolation ended",
-            }.get(now.state, "panic over: no isolation left to waive")
+            decision = Decision.RELEASE
+            why = _RELEASED.get(now.state, "panic over: no isolation left to waive")
         self.rows.append(
             {
                 "scope": "cluster",
@@ -252,9 +261,16 @@ class _Governor:
                 "profile": self.profile,
             }
         )
-        available = state != ISOLATED
+        available = state != ProducerState.ISOLATED
         self.effective.append(
-            Change(t, key[1], key[2], broker, "RESTORE" if available else "ISOLATE", until)
+            Change(
+                t,
+                key[1],
+                key[2],
+                broker,
+                Decision.RESTORE if available else Decision.ISOLATE,
+                until,
+            )
         )
 
 
@@ -305,7 +321,7 @@ def release_router(
         start = {it.broker: it.start for it in opened.items_at_start.get(cluster, ()) if it.pending}
     timeline: dict[str, list[tuple[Key, int | None]]] = {}
     for c in sorted(changes, key=lambda c: c[:3]):
-        until = None if c.decision == "RESTORE" else c.until
+        until = None if c.decision == Decision.RESTORE else c.until
         timeline.setdefault(c.broker, []).append(((c.time, c.order, c.event_id), until))
 
     def isolated(broker: str, at: Key) -> bool:

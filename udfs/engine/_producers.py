@@ -24,6 +24,7 @@ from udfs.engine._config import PRODUCER, EngineConfig
 from udfs.engine._segment import Segment
 from udfs.engine._state import FirstAttempt, Producer, State
 from udfs.rocketmq import Outcome
+from udfs.vocabulary import Decision, EventKind, TableName
 
 
 class Piece(NamedTuple):
@@ -39,7 +40,7 @@ def segments(state: State, events: pd.DataFrame, config: EngineConfig) -> list[P
     assert state.clock is not None, "segments of admitted events"
     end = int(state.clock)
     horizon = config.evict_after_ms
-    sends = events["kind"].to_numpy(object) == "send_result"
+    sends = events["kind"].to_numpy(object) == EventKind.SEND_RESULT
     if horizon is None or not sends.any():
         return [Piece(events, end)]
     pids = events["producer_id"].to_numpy(object)[sends]
@@ -162,7 +163,7 @@ def evict(seg: Segment) -> None:
                 "scope_key": pid,
                 "cluster": seg.cluster,
                 "broker_name": None,
-                "decision": "EVICTED",
+                "decision": Decision.EVICTED,
                 "effective_at": at,
                 "available_from": at,
                 "reason": f"no send result for {horizon} ms: the producer's state is forgotten",
@@ -170,4 +171,4 @@ def evict(seg: Segment) -> None:
                 "profile": table.profile if table else "",
             }
         )
-    seg.out.rows("broker_decisions", rows)
+    seg.out.rows(TableName.BROKER_DECISIONS, rows)

@@ -15,8 +15,9 @@ from udfs.engine._config import Route
 from udfs.engine._state import digest, text_hasher
 from udfs.rocketmq import MessageQueue, TopicPublishInfo
 from udfs.schema import TABLES
+from udfs.vocabulary import TableName
 
-_SELECTABLE = TABLES["routing_table"].field("selectable").type
+_SELECTABLE = TABLES[TableName.ROUTING_TABLE].field("selectable").type
 
 
 class Facts(NamedTuple):

@@ -16,6 +16,7 @@ from udfs.engine._segment import Segment
 from udfs.engine._state import PublishInfo, Queue, rng
 from udfs.engine._tables import ScopeTables
 from udfs.rocketmq import FaultTable, MessageQueue, SendMode, TopicPublishInfo, select_queue
+from udfs.vocabulary import Decision, TableName
 
 
 def decide(
@@ -59,7 +60,7 @@ def _decide(seg: Segment, scope: str, row: Any, tables: ScopeTables | None, rout
     }
     if not route:
         out.rows(
-            "routing_decisions",
+            TableName.ROUTING_DECISIONS,
             [
                 {
                     **base,
@@ -113,7 +114,7 @@ def _decide(seg: Segment, scope: str, row: Any, tables: ScopeTables | None, rout
             _report_swap(seg, key, row, profile.name, before, info)
     pub.index = info.index
     out.rows(
-        "routing_decisions",
+        TableName.ROUTING_DECISIONS,
         [
             {
                 **base,
@@ -151,14 +152,14 @@ def _report_swap(
             "write queues until the route changes (apache/rocketmq #7779)"
         )
         seg.out.rows(
-            "broker_decisions",
+            TableName.BROKER_DECISIONS,
             [
                 {
                     "scope": PRODUCER,
                     "scope_key": producer,
                     "cluster": seg.cluster,
                     "broker_name": old.broker_name,
-                    "decision": "QUEUE_SWAP",
+                    "decision": Decision.QUEUE_SWAP,
                     "effective_at": int(row.event_time),
                     "available_from": int(row.event_time),
                     "reason": reason,

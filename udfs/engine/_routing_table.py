@@ -23,6 +23,7 @@ from udfs.engine._nameserver import RouteTimeline
 from udfs.engine._segment import Segment
 from udfs.engine._state import digest
 from udfs.engine._tables import Change
+from udfs.vocabulary import Decision, TableName
 
 
 def publish(
@@ -59,7 +60,9 @@ def publish(
                 for tp, at in opened.new_topics.get(key, {}).items()
             ]
         isolated = opened.isolated(key)
-        seg.out.rows("routing_table", _rows(seg, scope, key, points, isolated, routes, moves))
+        seg.out.rows(
+            TableName.ROUTING_TABLE, _rows(seg, scope, key, points, isolated, routes, moves)
+        )
 
 
 def _moves(routes: RouteTimeline) -> dict[str, list[int]]:
@@ -104,7 +107,7 @@ def _rows(
             routes = payload
         elif what == 1:
             broker, decision, until = payload
-            if decision == "RESTORE":
+            if decision == Decision.RESTORE:
                 isolated.pop(broker, None)
             else:
                 isolated[broker] = until
@@ -182,4 +185,4 @@ def record(seg: Segment, routes: RouteTimeline) -> None:
                     "writable": queues.layout(route).selectable(()),
                 }
             )
-    seg.out.rows("routes", rows)
+    seg.out.rows(TableName.ROUTES, rows)

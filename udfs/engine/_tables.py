@@ -20,6 +20,7 @@ from udfs.rocketmq import FaultItem, FaultTable, Outcome, Profile, SendMode, att
 from udfs.rocketmq._fault import _ConcurrentHashMapOrder
 from udfs.rocketmq._vector import not_available_durations, start_timestamps
 from udfs.schema import TABLES
+from udfs.vocabulary import Decision, TableName
 
 _FLAG_CACHE: dict[tuple[str, str, str], tuple[tuple[int, bool, bool], ...]] = {}
 
@@ -209,7 +210,7 @@ class Change(NamedTuple):
     until: int | None
 
 
-class Decision(NamedTuple):
+class DecisionRow(NamedTuple):
     """A ``broker_decisions`` row of a scope key's FaultTable, and its ``order`` at its instant
     (as :class:`Change`'s)."""
 
@@ -358,7 +359,7 @@ class ScopeTables:
     def finish(self, cluster: str, clock_end: int, out: Out) -> dict[str, list[Change]]:
         """Emit fault_items and broker_decisions; store the tables; return each key's
         availability changes for the routing table."""
-        out.add("fault_items", self._fault_items(cluster))
+        out.add(TableName.FAULT_ITEMS, self._fault_items(cluster))
         n = len(self.time)
         pair = self.pair
         order = np.arange(n, dtype=np.float64)
@@ -417,7 +418,7 @@ class ScopeTables:
         keyed = []
         for p, d, at, until, why, cause, o in decisions:
             k, b = self.pairs[p]
-            keyed.append(Decision(k, b, d, at, until, why, cause, o))
+            keyed.append(DecisionRow(k, b, d, at, until, why, cause, o))
         for key in self.init:
             self._store(key, by_key.get(key, {}), clock_end, keyed)
         return emit(self.scope, cluster, self.profiles.__getitem__, keyed, out)
@@ -459,11 +460,11 @@ class ScopeTables:
             "attempt": self.sends["attempt"].to_numpy(np.int64)[self.row],
             "message_id": sent("message_id"),
         }
-        schema = TABLES["fault_items"]
+        schema = TABLES[TableName.FAULT_ITEMS]
         return pa.table([pa.array(columns[f.name]).cast(f.type) for f in schema], schema=schema)
 
     def _store(
-        self, key: str, last: dict[str, Item], clock_end: int, decisions: list[Decision]
+        self, key: str, last: dict[str, Item], clock_end: int, decisions: list[DecisionRow]
     ) -> None:
         """The key's items after the batch, in the table's iteration order; isolations of
         brokers without updates that ran out on the clock end."""
@@ -505,7 +506,7 @@ def _settle(
     last: dict[str, Item],
     init: dict[str, Item],
     clock_end: int,
-    decisions: list[Decision],
+    decisions: list[DecisionRow],
 ) -> list[Item]:
     items = []
     for b in names:
@@ -515,7 +516,9 @@ def _settle(
         it = init[b]
         if it.pending and it.start <= clock_end:
             why = "isolation ended"
-            decisions.append(Decision(key, b, "RESTORE", it.start, it.start, why, it.cause, 0))
+            decisions.append(
+                DecisionRow(key, b, Decision.RESTORE, it.start, it.start, why, it.cause, 0)
+            )
             it = it._replace(pending=False)
         items.append(it)
     return items
@@ -529,7 +532,7 @@ def _fault_item(it: Item) -> FaultItem:
     return FaultItem(it.broker, it.latency, it.start, it.reachable, it.updated_at)
 
 
-def expire_idle(key: str, tstate: Table, clock_end: int, decisions: list[Decision]) -> None:
+def expire_idle(key: str, tstate: Table, clock_end: int, decisions: list[DecisionRow]) -> None:
     """A table without rows this batch: isolations that ran out on the clock end."""
     if tstate.due is None or tstate.due > clock_end:
         return
@@ -542,13 +545,13 @@ def emit(
     scope: str,
     cluster: str,
     profile_of: Callable[[str], Profile],
-    decisions: list[Decision],
+    decisions: list[DecisionRow],
     out: Out,
 ) -> dict[str, list[Change]]:
     """broker_decisions rows; each key's availability changes for the routing table."""
     changes: dict[str, list[Change]] = {}
     for x in decisions:
-        until = None if x.decision == "RESTORE" else x.available_from
+        until = None if x.decision == Decision.RESTORE else x.available_from
         changes.setdefault(x.key, []).append(
             Change(x.effective_at, x.order, x.cause, x.broker, x.decision, until)
         )
@@ -567,7 +570,7 @@ def emit(
             ],
         ).drop(columns="_order")
         d["profile"] = [profile_of(k).name for k in d["scope_key"]]
-        out.add("broker_decisions", d.assign(scope=scope, cluster=cluster))
+        out.add(TableName.BROKER_DECISIONS, d.assign(scope=scope, cluster=cluster))
     return changes
 
 
@@ -629,10 +632,14 @@ def _decide(
     decisions: list[tuple[int, str, int, int, str, str, int]] = []
     for i in np.flatnonzero(expired).tolist():
         decisions.append(
-            (int(p[i]), "RESTORE", int(prev_start[i]), int(prev_start[i]), "isolation ended",
+            (int(p[i]), Decision.RESTORE, int(prev_start[i]), int(prev_start[i]), "isolation ended",
              prev_cause[i], 0)
         )  # fmt: skip
-    for mask, name in ((isolate, "ISOLATE"), (extend, "EXTEND"), (shorten, "SHORTEN")):
+    for mask, name in (
+        (isolate, Decision.ISOLATE),
+        (extend, Decision.EXTEND),
+        (shorten, Decision.SHORTEN),
+    ):
         for i in np.flatnonzero(mask).tolist():
             decisions.append((int(p[i]), name, int(t[i]), int(start[i]), why(i), eid[i], 1))
     for i in np.flatnonzero(cleared).tolist():
@@ -641,7 +648,7 @@ def _decide(
             if removal[i]
             else "a later update ended the isolation at once (4.x overwrite)"
         )
-        decisions.append((int(p[i]), "RESTORE", int(t[i]), int(t[i]), reason, eid[i], 1))
+        decisions.append((int(p[i]), Decision.RESTORE, int(t[i]), int(t[i]), reason, eid[i], 1))
     last: dict[int, tuple[Any, ...]] = {}
     ends = np.append(np.flatnonzero(first)[1:], len(p)) - 1
     for i in ends.tolist():
@@ -650,7 +657,7 @@ def _decide(
         pending = bool(iso[i])
         if pending and start[i] <= clock_end:
             decisions.append(
-                (int(p[i]), "RESTORE", int(start[i]), int(start[i]), "isolation ended",
+                (int(p[i]), Decision.RESTORE, int(start[i]), int(start[i]), "isolation ended",
                  cause_arr[i], 0)
             )  # fmt: skip
             pending = False

@@ -48,6 +48,7 @@ from udfs.rocketmq import (
     next_wake,
 )
 from udfs.schedule import DEFAULT_PRODUCER_GROUP
+from udfs.vocabulary import Decision, EventKind, TableName
 
 PREPARED, COMMIT, ROLLBACK, UNKNOWN, CHECK = "PREPARED", "COMMIT", "ROLLBACK", "UNKNOWN", "CHECK"
 DISCARDED, SKIPPED = "DISCARDED", "SKIPPED"
@@ -83,7 +84,7 @@ def transact(
     state, events, sends, clock_end = seg.state, seg.events, seg.sends, seg.clock_end
     store = state.transactions
     kinds = events["kind"].to_numpy(object)
-    is_end = (kinds == "transaction_end") | (kinds == "transaction_check")
+    is_end = (kinds == EventKind.TRANSACTION_END) | (kinds == EventKind.TRANSACTION_CHECK)
     is_half = prepared(sends) & np.isin(sends["outcome"].to_numpy(object), list(_STORED))
     due = state.transactions_due
     if not is_end.any() and not is_half.any() and (due is None or due > clock_end):
@@ -130,7 +131,7 @@ class _Reach:
             c = self.changes[self.applied]
             if (c.time, c.order, c.event_id or "") >= (t, 1, eid):
                 break
-            if c.decision == "RESTORE" or c.until is None:
+            if c.decision == Decision.RESTORE or c.until is None:
                 self.isolated.pop(c.broker, None)
             else:
                 self.isolated[c.broker] = c.until
@@ -196,7 +197,7 @@ class _Run:
         return self.configs[profile.name]
 
     def save(self) -> None:
-        self.out.rows("transactions", self.rows)
+        self.out.rows(TableName.TRANSACTIONS, self.rows)
 
     def wakes(self, until: int) -> None:
         """Every wake up to ``until`` (inclusive: a wake comes before the events at its time)."""
@@ -271,7 +272,7 @@ class _Run:
         answer = _ANSWER[LocalTransactionState(r.local_state)]
         h = self.half(tx)
         broker = str(r.broker_name)
-        if r.kind == "transaction_check":
+        if r.kind == EventKind.TRANSACTION_CHECK:
             self.answer(tx, h, answer, broker, t, eid, r)
             return
         if h is None:

@@ -37,6 +37,7 @@ from streaming.tools import explain
 from udfs.errors import FaultlineError
 from udfs.rocketmq import PROFILES, Outcome
 from udfs.schema import BATCHES, TABLE_FORMAT, TABLES, TIME_COLUMNS
+from udfs.vocabulary import Decision, ProducerState, TableName
 
 log = logging.getLogger("faultline.dashboard")
 
@@ -57,9 +58,16 @@ RETURNED = tuple(o.value for o in Outcome if o.returned)
 _REASON = re.compile(r"after (\d+) ms( \(isolation\))?")
 
 COLUMNS = {
-    "fault_items": ["scope", "cluster", "broker_name", "event_time", "latency_ms", "outcome"],
-    "broker_decisions": list(TABLES["broker_decisions"].names),
-    "routing_decisions": [
+    TableName.FAULT_ITEMS: [
+        "scope",
+        "cluster",
+        "broker_name",
+        "event_time",
+        "latency_ms",
+        "outcome",
+    ],
+    TableName.BROKER_DECISIONS: list(TABLES[TableName.BROKER_DECISIONS].names),
+    TableName.ROUTING_DECISIONS: [
         "cluster",
         "scope",
         "decided_at",
@@ -67,17 +75,22 @@ COLUMNS = {
         "selected_broker",
         "rule",
     ],
-    "heartbeats": ["cluster", "event_time"],
-    "schedule_entries": ["cluster", "delay_level", "store_time"],
-    "redeliveries": ["cluster", "delay_level", "deliver_at", "dlq"],
-    "quarantine": ["reason_code", "reason", "raw", "origin", "seen_at"],
-    "late_events": ["cluster", "kind", "event_time", "clock", "raw", "origin"],
-    "batches": list(BATCHES.names),
+    TableName.HEARTBEATS: ["cluster", "event_time"],
+    TableName.SCHEDULE_ENTRIES: ["cluster", "delay_level", "store_time"],
+    TableName.REDELIVERIES: ["cluster", "delay_level", "deliver_at", "dlq"],
+    TableName.QUARANTINE: ["reason_code", "reason", "raw", "origin", "seen_at"],
+    TableName.LATE_EVENTS: ["cluster", "kind", "event_time", "clock", "raw", "origin"],
+    TableName.BATCHES: list(BATCHES.names),
 }
 """The tables the page reads and, of each, the columns it needs."""
-WHERE = {"fault_items": ds.field("scope") == "cluster"}
+WHERE = {TableName.FAULT_ITEMS: ds.field("scope") == "cluster"}
 """Rows the page needs, read as such: the cluster scope has one fault item per send result."""
-WINDOWED = ("fault_items", "broker_decisions", "routing_decisions", "heartbeats")
+WINDOWED = (
+    TableName.FAULT_ITEMS,
+    TableName.BROKER_DECISIONS,
+    TableName.ROUTING_DECISIONS,
+    TableName.HEARTBEATS,
+)
 """Tables read only within the window; the others are counted over their whole life."""
 
 
@@ -254,7 +267,7 @@ class Model:
         self.feeds = {
             name: Feed(
                 self.output / name,
-                BATCHES if name == "batches" else table_schema(name),
+                BATCHES if name == TableName.BATCHES else table_schema(name),
                 columns,
                 TIME_COLUMNS.get(name) if name in WINDOWED else None,
                 WHERE.get(name),
@@ -273,7 +286,7 @@ class Model:
         self.scheduled = MinuteStore(["cluster", "delay_level"], ["messages"])
         self.released = MinuteStore(["cluster", "delay_level", "dlq"], ["messages"])
         self.levels = pd.DataFrame(columns=["cluster", "delay_level", "what", "messages"])
-        self.decisions = pd.DataFrame(columns=[*COLUMNS["broker_decisions"], "extends"])
+        self.decisions = pd.DataFrame(columns=[*COLUMNS[TableName.BROKER_DECISIONS], "extends"])
         self.clocks: dict[str, int] = {}
         self.drawn: dict[tuple[str, tuple[str, ...]], pd.DataFrame] = {}
         """:meth:`windows` per (cluster, producers), until the decisions change."""
@@ -281,14 +294,14 @@ class Model:
         self.quarantine_examples: dict[str, list[dict[str, Any]]] = {}
         self.late_total = pd.DataFrame(columns=["cluster", "kind", "events"])
         self.late_examples: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        self.batches = pd.DataFrame(columns=COLUMNS["batches"])
+        self.batches = pd.DataFrame(columns=COLUMNS[TableName.BATCHES])
 
     def refresh(self) -> None:
         """Read what the tables got since the last refresh. Raises :class:`TablesError` when
         the folder is not (or no longer) a readable faultline output."""
         if self.refreshed == 0:
             check_output(self.output)
-        removed, rows = self.feeds["batches"].poll(None)
+        removed, rows = self.feeds[TableName.BATCHES].poll(None)
         if removed:  # Spark's progress rewrites a batch's row: the rows are all of them again
             self.batches = self.batches.iloc[0:0]
         if rows is not None:
@@ -298,7 +311,7 @@ class Model:
             if pd.notna(clock):
                 self.since = int(clock) - self.window_ms
         for name in COLUMNS:
-            if name == "batches":
+            if name == TableName.BATCHES:
                 continue
             removed, rows = self.feeds[name].poll(self.since)
             if removed:
@@ -378,9 +391,9 @@ class Model:
     def _fold_broker_decisions(self, rows: pa.Table) -> None:
         self._clock(rows["cluster"], rows["effective_at"])
         new = rows.to_pandas()
-        new["extends"] = (new["decision"] == "EXTEND").astype("int64")
+        new["extends"] = (new["decision"] == Decision.EXTEND).astype("int64")
         both = pd.concat([self.decisions, new], ignore_index=True) if len(self.decisions) else new
-        extend = both["decision"] == "EXTEND"
+        extend = both["decision"] == Decision.EXTEND
         keys = ["cluster", "scope", "scope_key", "broker_name"]
         extends = both[extend].assign(minute=_minute(both.loc[extend, "effective_at"]))
         extends = extends.sort_values("effective_at")
@@ -469,14 +482,14 @@ class Model:
         mine = d[
             (d["cluster"] == cluster)
             & d["broker_name"].notna()
-            & (d["decision"] != "QUEUE_SWAP")  # a report on a producer's queues, not a state
+            & (d["decision"] != Decision.QUEUE_SWAP)  # a report on a producer's queues, not a state
             & ((d["scope"] == "cluster") | d["scope_key"].isin(wanted))
         ]
         order = {
-            "ISOLATE": 0,
-            "EXTEND": 1,
-            "SHORTEN": 1,
-            "RESTORE": 2,
+            Decision.ISOLATE: 0,
+            Decision.EXTEND: 1,
+            Decision.SHORTEN: 1,
+            Decision.RESTORE: 2,
             **dict.fromkeys(POLICY_STATES, 3),
         }
         mine = mine.assign(rank=mine["decision"].map(order).fillna(0)).sort_values(
@@ -489,8 +502,13 @@ class Model:
             key = (r["scope"], r["scope_key"], r["broker_name"], "route" if route else "iso")
             # a policy's row (``udfs.engine._policies``) opens, moves or ends a window by what it
             # means: OUTLIER and HOLD isolate, PANIC, PROBE and RELEASE end an isolation
-            holds = decision_state(r["decision"]) in ("ISOLATED", "OUT_OF_ROUTE")
-            if r["decision"] in ("ISOLATE", "ROUTE_EXPIRED") or (holds and key not in running):
+            holds = decision_state(r["decision"]) in (
+                ProducerState.ISOLATED,
+                ProducerState.OUT_OF_ROUTE,
+            )
+            if r["decision"] in (Decision.ISOLATE, Decision.ROUTE_EXPIRED) or (
+                holds and key not in running
+            ):
                 running[key] = {
                     "scope": r["scope"],
                     "scope_key": r["scope_key"],

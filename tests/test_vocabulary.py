@@ -1,0 +1,68 @@
+"""The closed vocabulary (``udfs.vocabulary``): the README lists exactly its words, the code
+uses no others, and it loads without pandas, pyarrow or Spark."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from enum import StrEnum
+from pathlib import Path
+
+import pytest
+
+from udfs.parse import REQUIRED
+from udfs.schema import MILLIS, TABLES, TIME_COLUMNS
+from udfs.vocabulary import Decision, EventKind, ProducerState, ReasonCode, TableName
+
+README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+
+
+def _passage(pattern: str) -> str:
+    """The one README passage ``pattern`` matches (its group 1)."""
+    found = re.findall(pattern, README, flags=re.DOTALL | re.MULTILINE)
+    assert len(found) == 1, f"{pattern!r} matches {len(found)} README passages"
+    return str(found[0])
+
+
+def _listed(pattern: str, word: str = r"[A-Z][A-Z_]+") -> set[str]:
+    """The backquoted words of the README passage ``pattern`` matches."""
+    return set(re.findall(rf"`({word})`", _passage(pattern)))
+
+
+LISTS = {
+    TableName: _listed(r"^- \*\*Tables\*\*:(.*?)^- ", word=r"[a-z_]+"),
+    Decision: _listed(r"^- \*\*Decisions\*\* \(`broker_decisions.decision`\):(.*?)^- "),
+    ProducerState: _listed(r"^- \*\*Producer states\*\* \(.*?\):(.*?)^- "),
+    EventKind: _listed(r"^\*\*Event kinds:\*\*\n\n(.*?)\n\n", word=r"[a-z_]+"),
+    ReasonCode: set(
+        re.findall(r"^- `([A-Z_]+)`", _passage(r"^\*\*Reason codes\*\* .*?:\n\n(.*?)\n\n"), re.M)
+    ),
+}
+"""Where the README lists each vocabulary: its "Names" list (tables, decisions, producer states)
+and the "Input events" section (event kinds, reason codes)."""
+
+
+@pytest.mark.parametrize("vocabulary", LISTS, ids=lambda v: v.__name__)
+def test_the_readme_lists_every_word_and_no_other(vocabulary: type[StrEnum]) -> None:
+    assert LISTS[vocabulary] == {m.value for m in vocabulary}
+
+
+def test_the_code_defines_its_words_by_the_vocabulary() -> None:
+    assert set(REQUIRED) == set(EventKind)
+    assert set(TABLES) | {TableName.BATCHES} == set(TableName)
+    assert set(TIME_COLUMNS) == set(TABLES)
+    assert set(MILLIS) == set(TableName)
+
+
+def test_the_vocabulary_and_the_client_load_without_pandas_pyarrow_or_spark() -> None:
+    heavy = ("numpy", "pandas", "pyarrow", "pyspark")
+    script = (
+        "import sys, streaming.client, udfs.vocabulary; "
+        f"print(sorted(m for m in {heavy!r} if m in sys.modules))"
+    )
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=root, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "[]"
