@@ -24,8 +24,9 @@ def test_bench_prints_steady_figures_a_breakdown_per_batch_and_the_ratio_last(
     assert [int(x.split()[2]) for x in rows] == [700, 700, 413]
     for row in rows:
         total, parts = row.split("=")[0].split()[-1], row.split("=")[1].split(";")[0]
-        # six parts rounded to 0.01 s, and the total timed by the bench, not summed from them
-        assert abs(float(total) - sum(float(p) for p in parts.split("+"))) < 0.06
+        # six parts rounded to 0.01 s, and the total timed by the bench, not summed from them:
+        # it also holds the commit of the batch's own `batches` row (20-60 ms on a busy machine)
+        assert abs(float(total) - sum(float(p) for p in parts.split("+"))) < 0.1
     # each batch's rows per table, on the line after it, largest first
     written = [lines[lines.index(row) + 1] for row in rows]
     for line in written:
