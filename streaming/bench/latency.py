@@ -403,7 +403,6 @@ def _parser() -> argparse.ArgumentParser:
 
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
     """The job's YAML settings; raises ConfigError naming the key when one is wrong."""
-
     settings: dict[str, Any] = {"trigger_interval": yaml.safe_load(args.trigger)}
     for item in args.set:
         key, sep, value = item.partition("=")
@@ -458,7 +457,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _floor_job(path: str) -> int:
     """The job of ``--floor``, in a process of its own, as ``faultline run`` would run it but
     with :func:`streaming.bench.throughput.floor` as its stateful function."""
-
     config = load_job_config(path)
     isolate = (tuple(sorted(config.kafka_conf().items())), config.decisions_topic)
     return run(config, operator=floor(isolate))

@@ -85,7 +85,6 @@ def _events(
     """The scenario's events, repeated with shifted ids and played ``speed`` times as fast, as
     JSON-lines files; with ``fuzzed`` that share of the records are mutants of them (placed as
     :func:`streaming.sim.fuzz.mixed_stream` does for micro-batches of ``batch``), in one file."""
-
     events = simulate(load_scenario(scenario))
     t0 = events[0]["event_time"]
     span = (events[-1]["event_time"] - t0) // speed + 1000
@@ -255,7 +254,6 @@ def _job(
     """The job (or ``at_floor`` its query with a stateful function that does nothing, or with
     ``read`` only reads the records) run to the end of ``folder``: each batch's figures, the
     query, the checkpoint's size per batch."""
-
     output.mkdir(parents=True, exist_ok=True)
     sink.create_tables(output)
     batches: list[dict[str, Any]] = []

@@ -164,7 +164,6 @@ def track_isolation(decisions: list[dict[str, Any]], progress: Progress) -> None
 
 def reason(error: str) -> str:
     """One line out of a Spark error: faultline's own message when there is one."""
-
     lines = error.strip().splitlines() or ["unknown error"]
     ours = [line[line.index(PREFIX) :] for line in lines if PREFIX in line]
     return ours[0] if ours else lines[0]

@@ -72,7 +72,6 @@ _PUBLISHERS: dict[tuple[Any, ...], Any] = {}
 
 def worker_publisher(conf: tuple[tuple[str, str], ...], outage_timeout_s: float | None) -> Any:
     """One Kafka producer per worker process and setting, kept for the worker's later tasks."""
-
     key = (conf, outage_timeout_s)
     if key not in _PUBLISHERS:
         _PUBLISHERS[key] = Publisher(dict(conf), outage_timeout_s)

@@ -197,7 +197,6 @@ def _routing_tables(
 ) -> list[dict[str, Any]]:
     """The producer's routing table at ``at`` of each topic whose table names the broker
     (selectable or isolated; of every topic when none does): the queues it may select."""
-
     tables = [
         {k: r[k] for k in ("topic", "effective_at", "cause_event_id", "selectable", "isolated")}
         for r in routing_tables.in_force(output, at, "producer", producer)

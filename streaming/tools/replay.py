@@ -200,7 +200,6 @@ def replay(
 ) -> list[dict[str, Any]]:
     """Batches ``first..last`` into tables under ``output``; returns each batch's counts.
     ``spark`` makes the session that reads the state (not needed from batch 0)."""
-
     shards = config.stateful_shards
     states = read_states(spark(), ck, first - 1) if first > 0 else {}
     app_id = f"faultline-replay-{os.getpid()}-{int(time.time())}"
@@ -234,7 +233,6 @@ def _keys(
 ) -> list[tuple[tuple[Any, ...], Any]]:
     """The operator's keys of a cluster, with the shard each one is: the slots of the state
     where the cluster has one, else the shard numbers themselves."""
-
     if shards == 1:
         return [((cluster,), engine.WHOLE)]
     slots = {int(k[1]) % shards: k for k in states if k[0] == cluster}
@@ -247,7 +245,6 @@ def _keys(
 def describe(states: Mapping[tuple[Any, ...], str], batch: int, out: TextIO) -> None:
     """The operator state after ``batch``, per cluster: the clock, the brokers isolated in each
     scope and until when, the messages waiting per delay level, the routes and heartbeats."""
-
     merged: dict[str, list[engine.State]] = {}
     for key, text in sorted(states.items()):
         merged.setdefault(str(key[0]), []).append(engine.loads(text))
@@ -425,7 +422,6 @@ def print_difference(
 ) -> None:
     """Decisions added, removed and changed per broker and scope, and isolated time per broker,
     between the replay with the job's settings and the one with the what-if settings."""
-
     changed = {
         k: (v, getattr(whatif, k))
         for k, v in base.model_dump().items()

@@ -14,7 +14,6 @@ from streaming.sim.simulator import simulate, write_jsonl
 def simulator_folder(config: JobConfig, output: Path) -> Path:
     """The scenario's events as JSON-lines under the output root, generated once: the same
     scenario file gives the same folder and the same events."""
-
     scenario = load_scenario(config.scenario)
     digest = hashlib.sha256(scenario_path(config.scenario).read_bytes()).hexdigest()[:12]
     folder = output / "_simulator" / f"{scenario.name}-{digest}"
