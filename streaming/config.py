@@ -398,6 +398,18 @@ class TransactionsConfig(_Strict):
     """``fileReservedTime``: an older half message is skipped, never checked."""
 
 
+class MetricsConfig(_Strict):
+    """The job's Prometheus endpoint (``streaming.job.metrics``), off unless ``port`` is set."""
+
+    port: Annotated[int, Field(ge=0, le=65535)] | None = None
+    """Serve ``/metrics`` on this port (0: any free port, printed at start); null: no endpoint."""
+    host: str = "127.0.0.1"
+    """The address to listen on: ``0.0.0.0`` for a Prometheus on another machine."""
+    linger: Duration = 0
+    """After a run that ends (the simulator, ``once``), keep serving this long, so that a last
+    scrape sees its end."""
+
+
 class JobConfig(_Strict):
     source: Literal["simulator", "files", "kafka"] = "simulator"
     """Where the send results come from: the simulator's scenario, a folder of files, or Kafka."""
@@ -448,6 +460,7 @@ class JobConfig(_Strict):
     policies: PoliciesConfig = PoliciesConfig()
     maintenance: MaintenanceConfig = MaintenanceConfig()
     transactions: TransactionsConfig = TransactionsConfig()
+    metrics: MetricsConfig = MetricsConfig()
     sink: Literal["delta-rs", "delta-spark"] = "delta-rs"
     """Who commits to the Delta tables: faultline's own writer (delta-rs, no jars), or Spark's
     Delta Lake data source, on a cluster that has its jars (``streaming.job.sink_spark``)."""

@@ -241,3 +241,11 @@ def test_the_command_line_starts_without_spark_or_pandas() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_metrics_endpoint_is_off_unless_a_port_is_set(tmp_path: Path) -> None:
+    assert JobConfig().metrics.port is None
+    assert JobConfig().metrics.host == "127.0.0.1"
+    message = _error(tmp_path, "metrics:\n  port: 70000\n")
+    assert message.startswith(f"{tmp_path / 'job.yaml'}: metrics.port = 70000: ")
+    assert load_job_config(None, {"metrics": {"linger": "30s"}}).metrics.linger == 30_000

@@ -203,7 +203,8 @@ def floor(
                 latest[name] = (topic, json.dumps(decision), name)
             if latest:
                 worker_publisher(conf, None).deliver(list(latest.values()))
-        row = dict.fromkeys(META.names, 0) | dict.fromkeys(("table", "path", "stats", "partition"))
+        text = ("table", "path", "stats", "partition", "figures")
+        row = dict.fromkeys(META.names, 0) | dict.fromkeys(text)
         row |= {"input": count, "valid": count, "task": 0, "clock": None, "parse_ms": parsed}
         state.update(("",))
         yield pd.DataFrame([row], columns=META.names)

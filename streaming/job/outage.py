@@ -15,9 +15,12 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from udfs.errors import FaultlineError
+
+if TYPE_CHECKING:
+    from streaming.job.metrics import Metrics
 
 PREFIX = "faultline kafka:"
 """Starts every error the Kafka clients raise, so the job can pick it out of a Spark error."""
@@ -132,9 +135,15 @@ class Watch:
     prints :class:`OutageLog`'s lines to ``out``."""
 
     def __init__(
-        self, conf: Mapping[str, str], interval_s: float, checkpoint: Path, out: TextIO
+        self,
+        conf: Mapping[str, str],
+        interval_s: float,
+        checkpoint: Path,
+        out: TextIO,
+        metrics: Metrics | None = None,
     ) -> None:
         self.conf = dict(conf)
+        self.metrics = metrics
         self.log = OutageLog(self.conf["bootstrap.servers"], interval_s)
         self.tick = min(interval_s, 10.0) / 2
         self.checkpoint = checkpoint
@@ -160,8 +169,12 @@ class Watch:
             try:
                 admin.list_topics(timeout=max(self.tick, 1.0))
                 line = self.log.reachable(lambda: next_batch(self.checkpoint))
+                reachable = True
             except KafkaException:
                 line = self.log.unreachable()
+                reachable = False
+            if self.metrics is not None:
+                self.metrics.kafka(reachable, self.log.since)
             if line is not None:
                 print(line, file=self.out, flush=True)
             self.stopped.wait(max(0.0, self.tick - (time.time() - began)))

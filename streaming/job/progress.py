@@ -17,13 +17,16 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from streaming.client import decision_state, publish_order
 from streaming.job.outage import PREFIX
 from udfs.vocabulary import ProducerState
+
+if TYPE_CHECKING:
+    from streaming.job.metrics import Metrics
 
 PROGRESS_COLUMNS = (
     "input_rows_per_second",
@@ -100,8 +103,9 @@ def progress_line(row: dict[str, Any], job: dict[str, Any] | None) -> str:
 class BatchProgress(StreamingQueryListener):
     """Prints each batch's line to ``out`` and keeps Spark's figures for :meth:`take`."""
 
-    def __init__(self, out: TextIO) -> None:
+    def __init__(self, out: TextIO, metrics: Metrics | None = None) -> None:
         self.out = out
+        self.metrics = metrics
         self._rows: list[dict[str, Any]] = []
         self._jobs: dict[int, dict[str, Any]] = {}
         self._lock = threading.Lock()
@@ -120,9 +124,12 @@ class BatchProgress(StreamingQueryListener):
         print(progress_line(row, self._jobs.pop(row["batch_id"], None)), file=self.out, flush=True)
         with self._lock:
             self._rows.append(row)
+        if self.metrics is not None:
+            self.metrics.progress(row)
 
     def onQueryIdle(self, event: Any) -> None:
-        pass
+        if self.metrics is not None:
+            self.metrics.progress(None)
 
     def onQueryTerminated(self, event: Any) -> None:
         self.terminated.set()

@@ -65,6 +65,8 @@ class Publisher:
         self.transient = True
         """Whether every failure since the last :meth:`deliver` attempt is worth waiting out."""
         self.delivered = 0
+        self.failed = 0
+        """Messages Kafka did not take, each time (a resent message may count again)."""
         self.cancelled = threading.Event()
         self.producer = Producer(
             {
@@ -80,6 +82,7 @@ class Publisher:
 
     def _error(self, error: Any) -> None:
         if error.fatal():
+            self.failed += 1
             self.failures.append(str(error))
             self.transient = False
 
@@ -87,6 +90,7 @@ class Publisher:
         if error is None:
             self.delivered += 1
             return
+        self.failed += 1
         self.failures.append(f"{message.topic()}: {error}")
         self.transient = self.transient and _transient(error)
 

@@ -14,6 +14,7 @@ from streaming.config import JobConfig, engine_config
 from streaming.job import failpoints, sink
 from streaming.job.checkpoint import checkpoint_app_id
 from streaming.job.maintain import maintain, print_reports
+from streaming.job.metrics import Metrics
 from streaming.job.progress import (
     PROGRESS_EVERY_S,
     BatchProgress,
@@ -66,11 +67,12 @@ def build_query(
     publisher: Any = None,
     operator: Callable[..., Any] | None = None,
     listener: BatchProgress | None = None,
+    metrics: Metrics | None = None,
 ) -> Any:
     """The job's streaming query, started. ``publisher`` (a :class:`streaming.kafka.Publisher`)
     receives the decisions and redeliveries of each batch; None publishes nothing. ``operator``
     replaces the stateful function (the benchmark's floor). ``listener``'s progress rows are
-    written into ``batches`` as they come."""
+    written into ``batches`` as they come; ``metrics`` counts each committed batch."""
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
     from pyspark.sql.streaming.state import GroupStateTimeout
@@ -148,6 +150,7 @@ def build_query(
             files_root, metas, wanted if publisher else (TableName.BROKER_DECISIONS,)
         )
         if publisher is not None:  # at least once onto Kafka, before the tables commit
+            failed = publisher.failed
             failpoints.reach("before-publish", batch_id)
             sink.publish_batch(
                 output,
@@ -160,8 +163,12 @@ def build_query(
                 decisions=early is None,
             )
             failpoints.reach("after-publish", batch_id)
+            if metrics is not None:
+                metrics.publish_failures.inc(publisher.failed - failed)
         write_ms = int((time.time() - started) * 1000)
         result = sink.commit_batch(output, batch_id, metas, app_id, write_ms, committer)
+        if metrics is not None:
+            metrics.committed(metas, result["new"])
         track_isolation(rows[TableName.BROKER_DECISIONS], progress)
         progress.batches += 1
         progress.rows += result["input"]

@@ -4,6 +4,7 @@ summary at the end."""
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
@@ -12,6 +13,7 @@ from streaming.config import JobConfig, masked
 from streaming.job import sink
 from streaming.job.checkpoint import check_source, record_run
 from streaming.job.maintain import table_properties
+from streaming.job.metrics import Metrics, Server
 from streaming.job.outage import Watch
 from streaming.job.progress import BatchProgress, Progress, reason
 from streaming.job.publish import Publisher, check_reachable
@@ -43,7 +45,39 @@ def run(
 
 
 def _run(config: JobConfig, out: TextIO, operator: Callable[..., Any] | None) -> int:
+    if config.metrics.port is None:
+        return _job(config, out, operator, None)
+    metrics = Metrics()  # a port taken stops the job before it starts
+    server = metrics.serve(config.metrics.host, config.metrics.port)
+    print(f"faultline: metrics at {server.url}", file=out, flush=True)
+    try:
+        code = _job(config, out, operator, metrics)
+    except BaseException:
+        server.stop()
+        raise
+    linger(server, config.metrics.linger / 1000, out)
+    return code
 
+
+def linger(server: Server, seconds: float, out: TextIO) -> None:
+    """Serve the last figures ``seconds`` more (a scrape after the end; Ctrl-C cuts it short),
+    then stop."""
+    try:
+        if seconds > 0:
+            print(f"faultline: serving {server.url} for {seconds:g} s more", file=out, flush=True)
+            time.sleep(seconds)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+
+
+def _job(
+    config: JobConfig,
+    out: TextIO,
+    operator: Callable[..., Any] | None,
+    metrics: Metrics | None,
+) -> int:
     checkpoint = Path(config.checkpoint).resolve() / QUERY_NAME
     check_source(config, checkpoint)
     if config.kafka_bootstrap and (config.source == "kafka" or config.kafka_outputs):
@@ -76,11 +110,11 @@ def _run(config: JobConfig, out: TextIO, operator: Callable[..., Any] | None) ->
     publisher = watch = None
     if config.kafka_bootstrap and (config.source == "kafka" or config.kafka_outputs):
         interval = config.kafka_outage_log_interval / 1000
-        watch = Watch(config.kafka_conf(), interval, checkpoint, out).start()
+        watch = Watch(config.kafka_conf(), interval, checkpoint, out, metrics).start()
     if config.kafka_bootstrap and config.kafka_outputs:
         timeout = config.kafka_outage_timeout
         publisher = Publisher(config.kafka_conf(), None if timeout is None else timeout / 1000)
-    listener = BatchProgress(out)
+    listener = BatchProgress(out, metrics)
     spark.streams.addListener(listener)
     query = build_query(
         spark,
@@ -92,6 +126,7 @@ def _run(config: JobConfig, out: TextIO, operator: Callable[..., Any] | None) ->
         publisher=publisher,
         operator=operator,
         listener=listener,
+        metrics=metrics,
     )
     try:
         while query.isActive:  # the listener prints each batch's line

@@ -62,12 +62,14 @@ META = pa.schema(
         ("task", pa.int64()),
         ("stats", pa.string()),
         ("partition", pa.string()),
+        ("figures", pa.string()),
     ]
 )
 """What a task reports to the driver: a file it wrote (``table``, ``path``, ``size``,
 ``records``, ``stats``: its Delta statistics, ``partition``: its day, or null in an
 unpartitioned table), or with ``table`` null, its counters and timings
-for one cluster."""
+for one cluster, and in ``figures`` (JSON) what the job's metrics need of it
+(:func:`streaming.job.stateful.figures`)."""
 
 
 def own_schema(name: str) -> pa.Schema:
@@ -305,8 +307,8 @@ class Committer(Protocol):
         """Commit one table's files of the batch; False when the table has the batch already."""
         ...
 
-    def row(self, row: dict[str, Any], batch_id: int) -> None:
-        """Commit the batch's ``batches`` row, last."""
+    def row(self, row: dict[str, Any], batch_id: int) -> bool:
+        """Commit the batch's ``batches`` row, last; False when the table has it already."""
         ...
 
 
@@ -333,10 +335,10 @@ class DeltaRs:
         path = self.root / name
         return commit_table(path, entries, self.app_id, batch_id, now_ms, self.table(name))
 
-    def row(self, row: dict[str, Any], batch_id: int) -> None:
+    def row(self, row: dict[str, Any], batch_id: int) -> bool:
         batches = self.table(TableName.BATCHES)
         if is_committed(batches, self.app_id, batch_id):
-            return
+            return False
         failpoints.reach("before-commit-batches", batch_id)
         with writing(self.root / TableName.BATCHES):
             write_deltalake(
@@ -349,6 +351,7 @@ class DeltaRs:
                 ),
             )
         failpoints.reach("after-commit-batches", batch_id)
+        return True
 
 
 def commit_batch(
@@ -360,7 +363,8 @@ def commit_batch(
     committer: Committer | None = None,
 ) -> dict[str, Any]:
     """Driver side: commit each table's new files once (with ``committer``, by default
-    :class:`DeltaRs`), then the batch's row; return the batch's counts."""
+    :class:`DeltaRs`), then the batch's row; return the batch's counts, with ``new``: whether
+    this call committed the row (False for a batch replayed after its commit)."""
     committer = committer or DeltaRs(root, app_id)
     started = time.time()
     files: dict[str, list[dict[str, Any]]] = {}
@@ -395,8 +399,8 @@ def commit_batch(
         "commit_ms": int((time.time() - started) * 1000),
         "committed_at": int(time.time() * 1000),
     }
-    committer.row(row, batch_id)
-    return {**row, "committed": committed}
+    new = committer.row(row, batch_id)
+    return {**row, "committed": committed, "new": new}
 
 
 def record_progress(root: Path, rows: list[dict[str, Any]]) -> None:

@@ -85,12 +85,14 @@ class DeltaSpark:
             path.unlink(missing_ok=True)
         return True  # Delta Lake skips a batch it has by itself, without saying so
 
-    def row(self, row: dict[str, Any], batch_id: int) -> None:
+    def row(self, row: dict[str, Any], batch_id: int) -> bool:
+        """Delta's own writer skips a batch it has (``txnVersion``) without saying so: True."""
         from pyspark.sql.pandas.types import from_arrow_schema
 
         data = with_timestamps(TableName.BATCHES, pa.Table.from_pylist([row], schema=BATCHES))
         frame = self.spark.createDataFrame(data.to_pylist(), from_arrow_schema(data.schema))
         self._append(frame.write, TableName.BATCHES, batch_id)
+        return True
 
     def _append(self, writer: Any, name: str, batch_id: int) -> None:
         (

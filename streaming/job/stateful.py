@@ -8,6 +8,7 @@ driver."""
 from __future__ import annotations
 
 import gc
+import json
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -28,6 +29,7 @@ from streaming.job.publish import Publisher
 from streaming.job.sink import DECISIONS, META, decision_messages, own_schema, write_file
 from udfs import engine
 from udfs.parse import parse
+from udfs.vocabulary import TableName
 
 STATE_SCHEMA = "state string"
 RECORDS = ("value", "origin", "ingest_ms", "lost")
@@ -62,15 +64,18 @@ class Publish:
             own = data.append_column("batch_id", ids).select(own_schema(name).names)
             rows[name] = own.to_pylist()
         messages = decision_messages(rows, self.topic, self.probe_share)
-        return (
-            worker_publisher(self.conf, self.outage_timeout_s).deliver(messages) if messages else 0
-        )
+        return self.publisher().deliver(messages) if messages else 0
+
+    def publisher(self) -> Publisher:
+        return worker_publisher(self.conf, self.outage_timeout_s)
 
 
-_PUBLISHERS: dict[tuple[Any, ...], Any] = {}
+_PUBLISHERS: dict[tuple[Any, ...], Publisher] = {}
 
 
-def worker_publisher(conf: tuple[tuple[str, str], ...], outage_timeout_s: float | None) -> Any:
+def worker_publisher(
+    conf: tuple[tuple[str, str], ...], outage_timeout_s: float | None
+) -> Publisher:
     """One Kafka producer per worker process and setting, kept for the worker's later tasks."""
     key = (conf, outage_timeout_s)
     if key not in _PUBLISHERS:
@@ -166,8 +171,11 @@ def run_key(
         loaded = time.perf_counter()
         step = engine.advance(cluster, previous, events, config, shard)
         stepped = time.perf_counter()
+        failed = 0
         if publish is not None:
+            before = publish.publisher().failed
             publish.send(step.tables, batch_id)
+            failed = publish.publisher().failed - before
         published = time.perf_counter()
         saved = engine.dumps(step.state)
         advanced = time.perf_counter()
@@ -193,9 +201,47 @@ def run_key(
                 "state_bytes": len(saved.encode()),
                 "state_ms": _ms(loaded - parsed + advanced - stepped),
                 "task": 0,
+                "figures": figures(cluster, shard, step, config, failed),
             }
         )
         return saved, metas
+
+
+COUNTED = {
+    TableName.BROKER_DECISIONS: ["scope", "decision"],
+    TableName.QUARANTINE: ["reason_code"],
+}
+"""The rows of a batch the metrics count, by these columns."""
+
+
+def figures(
+    cluster: str,
+    shard: engine.Shard,
+    step: engine.Step,
+    config: engine.EngineConfig,
+    publish_failures: int = 0,
+) -> str:
+    """What the job's metrics (:mod:`streaming.job.metrics`) need of one key's batch, as JSON:
+    its cluster and shard, the gauges of its state (:func:`udfs.engine.gauges`), the rows it
+    wrote to the :data:`COUNTED` tables by those columns (``[*values, rows]``), and the Kafka
+    deliveries that failed while it published its decisions."""
+    counts = {}
+    for name, columns in COUNTED.items():
+        data = step.tables.get(name)
+        if data is not None and len(data):
+            grouped = data.group_by(columns).aggregate([([], "count_all")]).to_pylist()
+            counts[name] = [[*(r[c] for c in columns), r["count_all"]] for r in grouped]
+    gauges = engine.gauges(cluster, step.state, config, shard)
+    return json.dumps(
+        {
+            "cluster": cluster,
+            "shard": shard.index,
+            **gauges,
+            **counts,
+            "publish_failures": publish_failures,
+        },
+        separators=(",", ":"),
+    )
 
 
 @contextmanager

@@ -153,6 +153,7 @@ def test_the_publisher_waits_for_kafka_and_delivers_everything(
     # messages time out while Kafka is away: they are sent again, and the last per key stays last
     publisher = Publisher({"bootstrap.servers": bootstrap, "message.timeout.ms": "1000"})
     assert publisher.deliver([("p", "before", "k")]) == 1
+    assert publisher.failed == 0
     resume = _stop_for(proc, 2.5)
     began = time.time()
     assert publisher.deliver([("p", f"v{i}", "k") for i in range(50)]) == 50
@@ -160,6 +161,7 @@ def test_the_publisher_waits_for_kafka_and_delivers_everything(
     resume.join()
     publisher.close()
     assert waited >= 2
+    assert publisher.failed >= 50  # what faultline_kafka_publish_failures_total counts
     values = _values(bootstrap, "p")
     assert values[0] == "before" and values[-1] == "v49"
     assert {f"v{i}" for i in range(50)} <= set(values)

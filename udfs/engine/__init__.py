@@ -71,6 +71,7 @@ from udfs.engine._config import (
 )
 from udfs.engine._delays import schedule_batch
 from udfs.engine._faults import open_tables, settle
+from udfs.engine._gauges import gauges
 from udfs.engine._nameserver import follow
 from udfs.engine._output import Out
 from udfs.engine._policies import govern, release_router
@@ -111,6 +112,7 @@ __all__ = [
     "advance",
     "dumps",
     "footprint",
+    "gauges",
     "isolations",
     "loads",
     "new_state",
