@@ -388,6 +388,9 @@ class TransactionsConfig(_Strict):
     version's defaults (null: the default of the profile: 6 s, 15 checks, every 60 s in 4.x and
     30 s in 5.x, 72 h)."""
 
+    broker_release: str | None = None
+    """The brokers' RocketMQ release (``5.3.3``, ``5.1.0``, ``4.9.7``, or ``develop``), where it
+    is not the one each message's client profile follows (``develop`` for ``rocketmq-5``)."""
     transaction_timeout: Duration | None = None
     """``transactionTimeOut``: a half message younger than this is not checked."""
     check_max: NonNegativeInt | None = None
@@ -396,6 +399,15 @@ class TransactionsConfig(_Strict):
     """``transactionCheckInterval``: how often the broker's check service wakes."""
     file_reserved_time: Duration | None = None
     """``fileReservedTime``: an older half message is skipped, never checked."""
+
+    @field_validator("broker_release")
+    @classmethod
+    def _known_release(cls, value: str | None) -> str | None:
+        from udfs.rocketmq import broker_release
+
+        if value is not None:
+            broker_release(value)  # a ValueError names the releases it knows
+        return value
 
 
 class MetricsConfig(_Strict):

@@ -24,6 +24,7 @@ from streaming.config import (
     PoliciesConfig,
     add_setting_flags,
     duration_flag,
+    engine_config,
     load_job_config,
     setting_fields,
 )
@@ -249,3 +250,11 @@ def test_the_metrics_endpoint_is_off_unless_a_port_is_set(tmp_path: Path) -> Non
     message = _error(tmp_path, "metrics:\n  port: 70000\n")
     assert message.startswith(f"{tmp_path / 'job.yaml'}: metrics.port = 70000: ")
     assert load_job_config(None, {"metrics": {"linger": "30s"}}).metrics.linger == 30_000
+
+
+def test_the_brokers_release_is_one_faultline_knows(tmp_path: Path) -> None:
+    config = load_job_config(None, {"transactions": {"broker_release": "5.3.3"}})
+    assert engine_config(config).transactions.broker_release == "5.3.3"
+    message = _error(tmp_path, "transactions:\n  broker_release: 5.4.0\n")
+    assert message.startswith(f"{tmp_path / 'job.yaml'}: transactions.broker_release = '5.4.0': ")
+    assert "give 4.x.y, 5.0.0 to 5.3.3, or develop" in message

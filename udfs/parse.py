@@ -60,6 +60,7 @@ STRING_FIELDS = (
     "status",
     "transaction",
     "transaction_id",
+    "check_immunity",
     "local_state",
 )
 INT_FIELDS = tuple(
@@ -721,11 +722,10 @@ def _validate(
         | (_np(columns["queue_id"], 0) < 0)
         | (_np(columns["reconsume_times"], 0) < 0)
         | (_np(columns["redelivery_count"], 0) < 0)
-        | (_np(columns["check_immunity_s"], 0) < 0)
         | (_np(columns["check_times"], 0) < 0),
         ReasonCode.INVALID_VALUE,
-        "attempt, max_attempts, queue_id, reconsume_times, redelivery_count, check_immunity_s or "
-        "check_times out of range",
+        "attempt, max_attempts, queue_id, reconsume_times, redelivery_count or check_times out "
+        "of range",
     )
     prepared = sent & _np(pc.equal(t.column("transaction"), "PREPARED"), False)
     mode = pc.fill_null(t.column("mode"), "SYNC")
@@ -741,6 +741,12 @@ def _validate(
         prepared & ~present["transaction_id"] & ~present["message_id"],
         ReasonCode.INVALID_TRANSACTION,
         "a transactional half message needs a transaction_id or a message_id",
+    )
+    check(
+        present["check_immunity"] & present["check_immunity_s"],
+        ReasonCode.INVALID_TRANSACTION,
+        "check_immunity (the property's text) and check_immunity_s (its seconds) are both set: "
+        "send one",
     )
     brokers_json = np.full(n, None, dtype=object)
     invalid_route = np.zeros(n, dtype=bool)

@@ -68,6 +68,7 @@ EVENTS = pa.schema(
         ("transaction", pa.string()),
         ("transaction_id", pa.string()),
         ("check_immunity_s", pa.int32()),
+        ("check_immunity", pa.string()),
         ("local_state", pa.string()),
         ("check_times", pa.int32()),
         ("brokers_json", pa.string()),

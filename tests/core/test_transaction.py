@@ -12,8 +12,10 @@ from udfs.rocketmq import (
     Pass,
     TransactionConfig,
     after_half_send,
+    broker_release,
     check_pass,
     end_rejected,
+    immunity_ms,
     next_check,
     transaction_config,
 )
@@ -177,3 +179,66 @@ def test_5x_refuses_a_late_first_phase_end_with_immunity() -> None:
     assert not end_rejected(FIVE, 15_999, 10_000, 2_000)
     assert not end_rejected(FIVE, 10**9, 10_000, None)  # no immunity: never refused
     assert not end_rejected(FOUR, 10**9, 10_000, 60_000)  # 4.x has no such rule
+
+
+@pytest.mark.parametrize(
+    ("release", "interval", "wait", "rejects"),
+    [
+        # BrokerConfig.transactionCheckInterval (@4.9.7:180, @rocketmq-all-5.0.0:251,
+        # @rocketmq-all-5.1.0:266: 60 s; @rocketmq-all-5.1.1:263, @rocketmq-all-5.3.3:288: 30 s);
+        # EndTransactionProcessor.rejectCommitOrRollback from @rocketmq-all-5.1.1:181;
+        # TMSI's `age <= timeout` only at HEAD:280,288 (`<` @rocketmq-all-5.3.3:280,288)
+        ("4.9.7", 60_000, False, False),
+        ("5.0.0", 60_000, False, False),
+        ("5.1.0", 60_000, False, False),
+        ("5.1.1", 30_000, False, True),
+        ("5.3.3", 30_000, False, True),
+        ("develop", 30_000, True, True),
+    ],
+)
+def test_each_broker_release_has_its_own_boundaries(
+    release: str, interval: int, wait: bool, rejects: bool
+) -> None:
+    c = transaction_config(PROFILES["rocketmq-5"], release=release)
+    assert (c.check_interval_ms, c.wait_at_timeout, c.rejects_late_end) == (
+        interval,
+        wait,
+        rejects,
+    )
+    # born 6 s before the wake: the age equals the timeout
+    expected = Pass.NOT_YET if wait else Pass.CHECK
+    assert check_pass(c, 600_000, 594_000, 594_000, 0) is expected
+
+
+def test_the_profiles_follow_their_own_release_unless_told() -> None:
+    assert transaction_config(PROFILES["rocketmq-5"]) == transaction_config(
+        PROFILES["rocketmq-4.9"], release="develop"
+    )
+    assert transaction_config(PROFILES["rocketmq-4.7"]) == transaction_config(
+        PROFILES["rocketmq-5"], release="4.7.1"
+    )
+    for unknown in ("5.4.0", "3.9.0", "5.3", "latest"):
+        with pytest.raises(ValueError, match=f"broker release '{unknown}' is unknown"):
+            broker_release(unknown)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("60", 60_000),
+        ("+5", 5_000),
+        ("0", 0),
+        ("-5", -5_000),  # a negative immunity: checked at its first wake
+        ("-1", 6_000),  # getLong's "no value": transactionTimeOut
+        ("1 min", 6_000),  # Long.parseLong refuses: -1
+        (" 60", 6_000),
+        ("", 6_000),
+        ("9223372036854775808", 6_000),  # past Long.MAX_VALUE
+        (None, None),  # no property: the "New arrived" branch
+    ],
+)
+def test_the_immunity_property_as_the_check_service_reads_it(
+    text: str | None, expected: int | None
+) -> None:
+    # TMSI.getImmunityTime / getLong (@4.7.1:255-265,393-402, @rocketmq-all-5.3.3:356-366,521-530)
+    assert immunity_ms(text, 6_000) == expected

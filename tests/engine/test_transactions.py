@@ -288,16 +288,24 @@ def test_half_messages_are_never_delayed_nor_redelivered() -> None:
             '"check_times":-1}',
             "INVALID_VALUE",
         ),
+        (
+            '{"kind":"send_result","transaction":"PREPARED","check_immunity":"60",'
+            '"check_immunity_s":60}',
+            "INVALID_TRANSACTION",
+        ),
+        # the property as the broker reads it, however odd: never quarantined
+        ('{"kind":"send_result","transaction":"PREPARED","check_immunity_s":-1}', None),
+        ('{"kind":"send_result","transaction":"PREPARED","check_immunity":"1 min"}', None),
     ],
 )
-def test_bad_transaction_records_are_quarantined(record: str, code: str) -> None:
+def test_bad_transaction_records_are_quarantined(record: str, code: str | None) -> None:
     base = (
         '"event_id":"x","event_time":1795255200000,"producer_id":"p","topic":"T",'
         '"broker_name":"a","outcome":"SEND_OK","latency_ms":1,"message_id":"m",'
     )
     text = "{" + base + record[1:]
-    parsed = parse([text], ["test"], [T0]).to_pandas()
-    assert parsed["reason_code"].tolist() == [code], parsed["reason"].tolist()
+    parsed = parse([text], ["test"], [T0]).to_pylist()
+    assert [r["reason_code"] for r in parsed] == [code], parsed[0]["reason"]
 
 
 def test_a_check_of_a_half_message_faultline_does_not_hold() -> None:
@@ -311,3 +319,56 @@ def test_the_transactions_rows_are_typed_by_the_schema() -> None:
     table = step.tables["transactions"]
     assert pd.isna(table.to_pandas()["cause_event_id"]).tolist() == [False]
     assert table.schema.field("check_times").type.bit_width == 32
+
+
+def test_an_immunity_of_minus_one_or_that_does_not_parse_is_the_transaction_timeout() -> None:
+    """TMSI.getImmunityTime (@4.7.1:255-265): ``-1``, and a text ``getLong`` refuses, stand for
+    ``transactionTimeOut``; the message still takes the immunity's branch: a wake before the
+    timeout re-appends it and counts (``IMMUNE``), where a message without the property waits
+    ("New arrived")."""
+    rows = run(
+        [
+            [
+                half("s1", 55_000, "a", latency=5, check_immunity="-1"),
+                half("s2", 55_000, "b", latency=5, check_immunity="1 min"),
+                half("s3", 55_000, "c", latency=5, check_immunity_s=-1),
+                half("s4", 55_000, "d", latency=5),
+                beat("hb", 2 * MIN + 1, "a"),
+            ]
+        ]
+    )
+    checks = [(tx, times, t) for tx, state, times, t in states(rows) if state == "CHECK"]
+    assert checks == [
+        ("m-s1", 2, 2 * MIN),  # at MIN, 5.005 s old: IMMUNE (count 1); at 2 MIN checked
+        ("m-s2", 2, 2 * MIN),
+        ("m-s3", 2, 2 * MIN),
+        ("m-s4", 1, 2 * MIN),  # at MIN: younger than the timeout, not yet
+    ]
+
+
+@pytest.mark.parametrize(
+    ("release", "first_check", "ended"),
+    [
+        ("develop", 90_000, "END_REJECTED"),  # waits at age == timeout; refuses the late end
+        ("5.3.3", 60_000, "END_REJECTED"),  # checks at age == timeout, as 4.x
+        ("5.1.0", 60_000, "COMMIT"),  # 60 s wakes, no rejectCommitOrRollback yet
+    ],
+)
+def test_a_released_5x_broker_has_its_releases_boundaries(
+    release: str, first_check: int, ended: str
+) -> None:
+    five = {"client_profile": "rocketmq-5", "latency": 0}
+    rows = run(
+        [
+            [
+                half("s1", 54_000, "a", **five),  # born 54 s: 6 s old at the wake of 60 s
+                half("s2", 1_000, "b", check_immunity_s=10, **five),
+                end("e2", 11_100, "m-s2", "b", "COMMIT_MESSAGE"),  # 10.1 s after its birth
+                beat("hb", 2 * MIN, "a"),
+            ]
+        ],
+        transactions=engine.BrokerTransactions(broker_release=release),
+    )
+    got = states(rows)
+    assert next(t for tx, s, _, t in got if tx == "m-s1" and s == "CHECK") == first_check
+    assert ("m-s2", ended) in [(tx, s) for tx, s, _, _ in got]

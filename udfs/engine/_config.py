@@ -57,6 +57,8 @@ class BrokerTransactions:
     """The brokers' transaction settings where they differ from their version's defaults
     (:func:`udfs.rocketmq.transaction_config`); None keeps the default."""
 
+    broker_release: str | None = None
+    """The brokers' release (``"5.3.3"``, ``develop``): None follows each message's profile."""
     timeout_ms: int | None = None
     check_max: int | None = None
     check_interval_ms: int | None = None
@@ -101,10 +103,12 @@ class EngineConfig:
         return self.profiles[name if isinstance(name, str) and name else self.cluster_profile]
 
     def transaction_config(self, profile: Profile) -> TransactionConfig:
-        """The transaction settings of the brokers of ``profile``'s version."""
+        """The transaction settings of the brokers of ``profile``'s version, or of the release
+        the brokers run."""
         t = self.transactions
         return transaction_config(
             profile,
+            release=t.broker_release,
             timeout_ms=t.timeout_ms,
             check_max=t.check_max,
             check_interval_ms=t.check_interval_ms,

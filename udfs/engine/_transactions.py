@@ -44,6 +44,7 @@ from udfs.rocketmq import (
     TransactionConfig,
     check_pass,
     end_rejected,
+    immunity_ms,
     next_check,
     next_wake,
 )
@@ -165,7 +166,7 @@ def remember_answers(state: State, sends: pd.DataFrame) -> None:
 
 _FIELDS = ["kind", "broker_name", "topic", "producer_id", "producer_group", "client_profile",
            "message_id", "transaction_id", "outcome", "latency_ms", "check_immunity_s",
-           "local_state", "check_times"]  # fmt: skip
+           "check_immunity", "local_state", "check_times"]  # fmt: skip
 """The event fields this stage reads."""
 
 
@@ -245,7 +246,7 @@ class _Run:
         tx = _text(r.transaction_id) or str(r.message_id)
         profile = self.config.broker_profile(r.client_profile)
         c = self.settings_of(profile)
-        immunity = None if pd.isna(r.check_immunity_s) else int(r.check_immunity_s) * 1000
+        immunity = immunity_ms(_immunity_text(r), c.timeout_ms)
         h = Half(
             str(r.broker_name),
             str(r.topic),
@@ -383,6 +384,14 @@ class _Run:
 
 def _iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
+
+
+def _immunity_text(r: Any) -> str | None:
+    """A half message's ``CHECK_IMMUNITY_TIME_IN_SECONDS`` as its text: the event's
+    ``check_immunity`` as sent, or its ``check_immunity_s``; None when it has neither."""
+    if isinstance(r.check_immunity, str):
+        return r.check_immunity
+    return None if pd.isna(r.check_immunity_s) else str(int(r.check_immunity_s))
 
 
 def _text(value: Any) -> str:

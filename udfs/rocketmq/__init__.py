@@ -18,6 +18,14 @@ rocketmq-5     5.x       the development branch at commit ``8fc57f1`` (2025-09-1
                          group name limit of 120 in ``Validators`` is newer than that tag
 ============== ========= =================================================================
 
+The brokers' transactions follow the same sources by default; a cluster of released 5.x
+brokers names its release (:func:`transaction_config`'s ``release``, the job's
+``transactions.broker_release``): develop waits for its first check while ``age <= timeout``
+(apache/rocketmq #9487, after 5.3.3), releases 5.0.0 to 5.3.3 check at ``age == timeout`` as
+4.x does, and 5.0.0 and 5.1.0 also keep 4.x's 60 s check interval and accept a late
+first-phase end (the 30 s interval and ``rejectCommitOrRollback`` came in 5.1.1). Citations of
+a release name its tag: ``@rocketmq-all-5.1.0``.
+
 Citations in this package's docstrings name the Java class and method, then the release and line,
 as ``MQFaultStrategy.updateFaultItem`` (@4.7.1:97, @HEAD:167): ``@4.7.1`` and ``@4.9.7`` are the
 tags above and ``@HEAD`` the 5.x commit. Client classes live under
@@ -94,13 +102,16 @@ from udfs.rocketmq._send import (
 )
 from udfs.rocketmq._transaction import (
     CHECK_MAX_TIME_TOPIC,
+    DEVELOP,
     HALF_TOPIC,
     LocalTransactionState,
     Pass,
     TransactionConfig,
     after_half_send,
+    broker_release,
     check_pass,
     end_rejected,
+    immunity_ms,
     next_check,
     next_wake,
     transaction_config,
@@ -111,6 +122,7 @@ __all__ = [
     "CHECK_MAX_TIME_TOPIC",
     "DEFAULT_DELAY_LEVELS",
     "DEFAULT_MAX_RECONSUME_TIMES",
+    "DEVELOP",
     "DLQ_PREFIX",
     "HALF_TOPIC",
     "PROFILES",
@@ -145,10 +157,12 @@ __all__ = [
     "allocate_by_circle",
     "attempt_effect",
     "attempt_timeout",
+    "broker_release",
     "check_pass",
     "delay_level_to_queue_id",
     "dlq_topic",
     "end_rejected",
+    "immunity_ms",
     "max_attempts",
     "next_check",
     "next_wake",

@@ -24,6 +24,7 @@ end leaves the copy, which is checked again (:attr:`TransactionConfig.copy_check
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -70,17 +71,20 @@ class TransactionConfig:
     check_max: int = 15
     """``transactionCheckMax`` (@4.7.1:172, @4.9.7:174, @HEAD:284)."""
     check_interval_ms: int = 60_000
-    """``transactionCheckInterval``: 60 s in 4.x (@4.7.1:178, @4.9.7:180), 30 s in 5.x (@HEAD:290,
-    since 5.1.1)."""
+    """``transactionCheckInterval``: 60 s in 4.x (@4.7.1:178, @4.9.7:180), 5.0.0 and 5.1.0
+    (BrokerConfig@rocketmq-all-5.1.0:266), 30 s since 5.1.1 (@rocketmq-all-5.1.1:263,
+    @HEAD:290)."""
     file_reserved_ms: int = 72 * 3_600_000
     """``fileReservedTime`` (72 h) in ms: an older half message is skipped."""
     wait_at_timeout: bool = False
-    """5.x HEAD waits while ``age <= timeout`` (TMSI@HEAD:288, after 5.3.3); 4.x while
-    ``age < timeout`` (TMSI@4.7.1:215) and checks at equality."""
+    """develop waits while ``age <= timeout`` (TMSI@HEAD:280,288, apache/rocketmq #9487, after
+    5.3.3); every release, 4.x and 5.0.0 to 5.3.3, while ``age < timeout`` (TMSI@4.7.1:207,215,
+    TMSI@rocketmq-all-5.3.3:280,288) and checks at equality."""
     rejects_late_end: bool = False
-    """5.x (since 5.1.1, ``rejectCommitOrRollback``): a first-phase end of a message with
-    ``CHECK_IMMUNITY_TIME_IN_SECONDS`` that comes later than ``max(immunity, timeout)`` after
-    its birth is refused (604); the message waits for a check."""
+    """5.x since 5.1.1 (``rejectCommitOrRollback``, EndTransactionProcessor@rocketmq-all-5.1.1:
+    181, not in 5.1.0): a first-phase end of a message with ``CHECK_IMMUNITY_TIME_IN_SECONDS``
+    that comes later than ``max(immunity, timeout)`` after its birth is refused (604); the
+    message waits for a check."""
     copy_checked_after_end: bool = True
     """A first-phase end marks the half message's own queue offset; a copy a check re-appended
     before it stays and is checked again (TMSI@4.7.1:165-168, op keys; every profile)."""
@@ -92,27 +96,62 @@ class TransactionConfig:
         return max(self.check_max, 1)
 
 
+DEVELOP = "develop"
+"""The broker release of the ``rocketmq-5`` profile: RocketMQ's develop branch (``@HEAD``)."""
+LAST_RELEASE = (5, 3, 3)
+"""The newest release faultline knows the transactions of."""
+_RELEASE = re.compile(r"(\d+)\.(\d+)\.(\d+)")
+
+
+def broker_release(release: str) -> tuple[int, int, int] | None:
+    """A broker release as faultline reads it: ``"4.9.7"`` -> ``(4, 9, 7)``; ``develop`` -> None.
+    Raises ``ValueError`` for a name it does not know.
+
+    >>> broker_release("5.1.0"), broker_release("develop")
+    ((5, 1, 0), None)
+    """
+    if release == DEVELOP:
+        return None
+    match = _RELEASE.fullmatch(release)
+    version = (int(match[1]), int(match[2]), int(match[3])) if match else None
+    if version is None or not (4, 0, 0) <= version <= LAST_RELEASE:
+        last = ".".join(map(str, LAST_RELEASE))
+        raise ValueError(
+            f"broker release {release!r} is unknown: give 4.x.y, 5.0.0 to {last}, or {DEVELOP}"
+        )
+    return version
+
+
 def transaction_config(
     profile: Profile,
     *,
+    release: str | None = None,
     timeout_ms: int | None = None,
     check_max: int | None = None,
     check_interval_ms: int | None = None,
     file_reserved_ms: int | None = None,
 ) -> TransactionConfig:
-    """The broker defaults of ``profile``'s version, with any of them overridden.
+    """The broker defaults of a release (``release``: ``"5.3.3"``, ``"4.9.7"``, ``develop``; by
+    default ``develop`` for the 5.x profile, and 4.x's for the others), with any of them
+    overridden.
 
     >>> from udfs.rocketmq import PROFILES
     >>> transaction_config(PROFILES["rocketmq-4.7"]).check_interval_ms
     60000
     >>> transaction_config(PROFILES["rocketmq-5"]).check_interval_ms
     30000
+    >>> c = transaction_config(PROFILES["rocketmq-5"], release="5.1.0")
+    >>> c.check_interval_ms, c.wait_at_timeout, c.rejects_late_end
+    (60000, False, False)
     """
-    five = profile.line == "5"
+    if release is None:
+        release = DEVELOP if profile.line == "5" else "4.9.7"
+    version = broker_release(release)
+    newer = version is None or version >= (5, 1, 1)  # #6401: the 30 s interval, late ends refused
     base = TransactionConfig(
-        check_interval_ms=30_000 if five else 60_000,
-        wait_at_timeout=five,
-        rejects_late_end=five,
+        check_interval_ms=30_000 if newer else 60_000,
+        wait_at_timeout=version is None,
+        rejects_late_end=newer,
     )
     return TransactionConfig(
         timeout_ms=base.timeout_ms if timeout_ms is None else timeout_ms,
@@ -125,6 +164,34 @@ def transaction_config(
         rejects_late_end=base.rejects_late_end,
         copy_checked_after_end=base.copy_checked_after_end,
     )
+
+
+_JAVA_LONG = re.compile(r"[+-]?[0-9]+")
+
+
+def immunity_ms(value: str | None, timeout_ms: int) -> int | None:
+    """How the check service reads a half message's ``CHECK_IMMUNITY_TIME_IN_SECONDS`` (its
+    text, None when the message has none): ``getImmunityTime`` (TMSI@4.7.1:255-265,
+    TMSI@rocketmq-all-5.3.3:356-366, the same at HEAD) takes ``getLong`` of it, which is -1 for a
+    text ``Long.parseLong`` refuses; -1 stands for the ``transactionTimeOut``, any other value is
+    seconds.
+
+    >>> immunity_ms("60", 6_000), immunity_ms("-1", 6_000), immunity_ms("1 min", 6_000)
+    (60000, 6000, 6000)
+    >>> immunity_ms(None, 6_000) is None
+    True
+
+    An empty text is there too: read as -1 by the check service, it gives the timeout. 5.x's
+    ``rejectCommitOrRollback`` skips an empty one (``StringUtils.isNotEmpty``), where faultline
+    takes the timeout too: a first-phase end of such a message later than the timeout is
+    refused here and not by the broker.
+    """
+    if value is None:
+        return None
+    seconds = int(value) if _JAVA_LONG.fullmatch(value) else -1
+    if not -(2**63) <= seconds < 2**63:  # Long.parseLong: out of range
+        seconds = -1
+    return timeout_ms if seconds == -1 else seconds * 1000
 
 
 def after_half_send(outcome: Outcome) -> LocalTransactionState | None:
