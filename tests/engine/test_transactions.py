@@ -80,8 +80,8 @@ def test_unknow_end_is_checked_fifteen_times_then_discarded_whatever_the_batches
     assert not any(r["notify"] for r in rows[:-1])
     # one event per batch, and batches that end between and on the wakes: the same rows
     single = [[e] for e in events[:-1]] + [
-        [beat("hb-a", 3 * MIN, "a")],
-        [beat("hb-b", 7 * MIN + 1, "a")],
+        [beat("hb-a", 3 * MIN, "z")],  # another broker's: a's own would say a was down
+        [beat("hb-b", 7 * MIN + 1, "z")],
         [events[-1]],
     ]
     assert [r for r in run(single) if r["state"] != "HEARTBEAT"] == rows
@@ -337,7 +337,7 @@ def test_an_immunity_of_minus_one_or_that_does_not_parse_is_the_transaction_time
             ]
         ]
     )
-    checks = [(tx, times, t) for tx, state, times, t in states(rows) if state == "CHECK"]
+    checks = sorted((tx, times, t) for tx, state, times, t in states(rows) if state == "CHECK")
     assert checks == [
         ("m-s1", 2, 2 * MIN),  # at MIN, 5.005 s old: IMMUNE (count 1); at 2 MIN checked
         ("m-s2", 2, 2 * MIN),
@@ -372,3 +372,51 @@ def test_a_released_5x_broker_has_its_releases_boundaries(
     got = states(rows)
     assert next(t for tx, s, _, t in got if tx == "m-s1" and s == "CHECK") == first_check
     assert ("m-s2", ended) in [(tx, s) for tx, s, _, _ in got]
+
+
+def test_a_wake_stops_scanning_a_half_queue_at_the_first_message_that_waits() -> None:
+    """TMSI.check (@4.7.1:161-239): the round breaks at "New arrived", so an older message stored
+    behind a young one waits a round too; another broker's queue is scanned on its own, and a
+    message under its immunity is re-appended without stopping the round."""
+    rows = run(
+        [
+            [
+                half("young", 55_000, "a", latency=10),  # 4.99 s old at the wake of 60 s: waits
+                half("slow", 55_500, "a", latency=3_000),  # born 52.5 s: old enough, behind it
+                half("other", 55_500, "b", latency=3_000),  # the same, alone on broker b
+                half("immune", 54_000, "c", latency=10, check_immunity_s=100),
+                half("behind", 55_500, "c", latency=3_000),
+                beat("hb", 2 * MIN + 1, "a"),
+            ]
+        ]
+    )
+    first = {}
+    for tx, state, times, t in states(rows):
+        if state == "CHECK":
+            first.setdefault(tx, (t, times))
+    assert first == {
+        "m-slow": (2 * MIN, 1),  # a round later than its own age says
+        "m-other": (MIN, 1),
+        "m-young": (2 * MIN, 1),
+        "m-behind": (MIN, 1),
+        # "immune": re-appended at MIN and 2 MIN (count 2), first checked at 100 s of age
+    }
+
+
+def test_a_broker_without_heartbeats_checks_nothing_until_it_is_back() -> None:
+    """A broker the NameServer dropped (heartbeat_timeout 120 s, scans every 10 s) is down: its
+    check service does not wake. Dropped at 4:10 (last heartbeat at 2:00), back at 7:30, it
+    checks again at its wake of 8:00, its count where it stopped."""
+    rows = run(
+        [
+            [
+                beat("hb0", 0, "a"),
+                half("s1", 1_000, "a", latency=5),
+                beat("hb1", 2 * MIN, "a"),
+                beat("hb2", 7 * MIN + 30_000, "a"),
+                beat("hb3", 9 * MIN + 1, "a"),
+            ]
+        ]
+    )
+    checks = [(times, t) for _, state, times, t in states(rows) if state == "CHECK"]
+    assert checks == [(k, k * MIN) for k in range(1, 5)] + [(5, 8 * MIN), (6, 9 * MIN)]

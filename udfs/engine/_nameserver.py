@@ -53,6 +53,11 @@ class RouteTimeline:
     history: list[RouteChange] = field(default_factory=list)
     topics: list[TopicChange] = field(default_factory=list)
     """Each topic whose route changed, at each change."""
+    dropped_at_start: frozenset[str] = frozenset()
+    """The brokers the NameServer had dropped (no heartbeat) at the segment's start."""
+    drops: list[tuple[int, int, str, bool]] = field(default_factory=list)
+    """Each broker the NameServer dropped (True, at a scan: ``order`` 0) or took back (False,
+    at its heartbeat: 1), in order."""
 
     _keys: list[tuple[int, int, str]] | None = field(default=None, init=False, repr=False)
 
@@ -60,6 +65,17 @@ class RouteTimeline:
         """The routes an event at ``(time, event_id)`` sees: every change before it (the history
         is in that order: scans fire in time order, before the events at their time)."""
         return self._routes((time, 1, event_id), bisect.bisect_left)
+
+    def dropped(self, broker: str, time: int) -> bool:
+        """Whether the NameServer had dropped ``broker`` at ``time``, after its scan there and
+        before its events: a broker without heartbeats, down or cut off."""
+        down = broker in self.dropped_at_start
+        for t, order, b, dropped in self.drops:
+            if (t, order) > (time, 0):
+                break
+            if b == broker:
+                down = dropped
+        return down
 
     def after(self, key: tuple[int, int, str]) -> Routes:
         """The routes after every change up to ``key`` (time, order, event_id; "" for a scan),
@@ -110,7 +126,8 @@ class _View:
     def __init__(self, cluster: str, state: State, config: EngineConfig, out: Out | None) -> None:
         self.cluster, self.state, self.config, self.out = cluster, state, config, out
         self.routes = self._effective({})
-        self.timeline = RouteTimeline(self.routes)
+        expired = frozenset(b for b, hb in state.heartbeats.items() if hb.expired)
+        self.timeline = RouteTimeline(self.routes, dropped_at_start=expired)
         self._next_scan = -(2**63)
         """No scan can drop a broker before this time (the first call finds out)."""
 
@@ -132,6 +149,7 @@ class _View:
         for scan, broker in sorted(due):
             hb = self.state.heartbeats[broker]
             hb.expired = True
+            self.timeline.drops.append((scan, 0, broker, True))
             self._decision(
                 broker,
                 Decision.ROUTE_EXPIRED,
@@ -152,6 +170,7 @@ class _View:
         self.state.heartbeats[row.broker_name] = Heartbeat(at, False, row.event_id)
         self._next_scan = min(self._next_scan, self._scan_after(at))
         if hb is not None and hb.expired:
+            self.timeline.drops.append((at, 1, row.broker_name, False))
             self._decision(
                 row.broker_name,
                 Decision.ROUTE_RESTORED,

@@ -18,7 +18,10 @@ scope isolates it after a send that got no answer from it (``REMOTING_EXCEPTION`
 reports confirms it; if none comes in :data:`UNCONFIRMED` checks' time, the end reached the broker
 after all and settles the message. A ``transaction_check`` reports a check the producer got and
 its answer; its ``check_times`` (the message's ``TRANSACTION_CHECK_TIMES``) corrects faultline's
-count, which runs ahead while a broker is down (faultline cannot see a broker's restart).
+count. A broker the NameServer dropped (no heartbeat for ``heartbeat_timeout``) is taken for
+down: its check service does not wake, so its messages are neither checked nor counted until its
+next heartbeat. Before the drop (up to the heartbeat timeout and a scan after its last
+heartbeat) faultline still counts the checks a stopped broker does not make.
 """
 
 from __future__ import annotations
@@ -184,6 +187,8 @@ class _Run:
         self.configs: dict[str, TransactionConfig] = {}
         self.heap = [(h.wake, h.stored, tx) for tx, h in self.store.items()]
         heapq.heapify(self.heap)
+        self.stopped: dict[str, int] = {}
+        """Per broker, the wake whose scan of its half queue stopped at a message that waits."""
         self.rows: list[dict[str, Any]] = []
 
     def half(self, tx: str) -> Half | None:
@@ -201,13 +206,24 @@ class _Run:
         self.out.rows(TableName.TRANSACTIONS, self.rows)
 
     def wakes(self, until: int) -> None:
-        """Every wake up to ``until`` (inclusive: a wake comes before the events at its time)."""
+        """Every wake up to ``until`` (inclusive: a wake comes before the events at its time).
+
+        A broker's wake scans its half queue in order (TMSI.check's ``while (true)``,
+        @4.7.1:161-239, @rocketmq-all-5.3.3:201-331, the same at HEAD) and stops the round at the
+        first message that must wait ("New arrived": younger than the timeout, without an
+        immunity), so every message behind it waits too, however old. The queue's order is the
+        order of the messages' store times, a check's or an immunity's copy taking the time of
+        the wake that re-appended it: the heap's (wake, stored) order, per broker."""
         while self.heap and self.heap[0][0] <= until:
             wake, _, tx = heapq.heappop(self.heap)
             h = self.half(tx)
             if h is None or h.wake != wake:
                 continue  # ended, or its wake moved
             c = self.settings(h)
+            if self.reach.routes.dropped(h.broker, wake):  # down: its check service is too
+                h.wake = wake + c.check_interval_ms
+                heapq.heappush(self.heap, (h.wake, h.stored, tx))
+                continue
             if h.lost is not None and h.doubt >= UNCONFIRMED:
                 self.row(
                     tx, h, h.lost, wake, None,
@@ -217,7 +233,12 @@ class _Run:
                 )  # fmt: skip
                 self.drop(tx)
                 continue
-            done = check_pass(c, wake, h.born, h.stored, h.checks, h.immunity_ms)
+            if self.stopped.get(h.broker) == wake:  # behind a message that waits
+                done = Pass.NOT_YET
+            else:
+                done = check_pass(c, wake, h.born, h.stored, h.checks, h.immunity_ms)
+                if done is Pass.NOT_YET:
+                    self.stopped[h.broker] = wake
             if done in (Pass.DISCARD, Pass.SKIP):
                 why = (
                     f"checked {h.checks} times (transactionCheckMax {c.check_max}): discarded to "
@@ -229,8 +250,9 @@ class _Run:
                 self.row(tx, h, DISCARDED if done is Pass.DISCARD else SKIPPED, wake, None, why)
                 self.drop(tx)
                 continue
-            if done is not Pass.NOT_YET:
+            if done is not Pass.NOT_YET:  # re-appended: the copy is stored at the wake
                 h.checks += 1
+                h.stored = wake
             h.wake = wake + c.check_interval_ms
             heapq.heappush(self.heap, (h.wake, h.stored, tx))
             if done is Pass.CHECK:
