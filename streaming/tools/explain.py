@@ -367,9 +367,10 @@ def transaction(output: Path, transaction_id: str, cluster: str | None) -> dict[
 
 
 def _change_order(row: dict[str, Any]) -> tuple[Any, ...]:
-    """The order the engine makes a transaction's changes at one instant: the broker's wake
-    (no cause event) before the events at its time, a half message's send before its end, and
-    the row that settles it last (as ``streaming.job.summary.transaction_states`` reads them)."""
+    """The order the engine makes a transaction's changes at one instant
+    (``udfs.engine._transactions.transact``): the broker's wake (no cause event) before the events
+    at its time, a half message's send before its end, in event order; the row that settles it
+    last."""
     return (
         row["effective_at"],
         row["cause_event_id"] is not None,

@@ -261,6 +261,17 @@ def test_the_transactions_panel_shows_the_half_messages_waiting_and_their_age(
         assert _transactions_shown(page, out) >= 2
     finally:
         _stop(server)
+    # `faultline explain` says when the broker checks a waiting one next
+    rows = DeltaTable(str(out / "transactions")).to_pandas()
+    rows["settled"] = rows["next_check_at"].isna()
+    last = rows.sort_values(["effective_at", "settled"], kind="stable").groupby("transaction_id")
+    waiting = last.tail(1).query("not settled").iloc[0]
+    cli = faultline("explain", "--output", str(out), "--transaction",
+                    waiting["transaction_id"], cwd=tmp_path)  # fmt: skip
+    assert cli.returncode == 0, cli.stderr
+    assert cli.stdout.splitlines()[-1] == (
+        f"  waiting: the broker checks it next at {iso(waiting['next_check_at'])}"
+    )
 
 
 def test_tables_of_a_newer_faultline_get_a_page_that_says_so(browser: Any, tmp_path: Path) -> None:
