@@ -33,13 +33,18 @@ def _parser() -> argparse.ArgumentParser:
         "--set", action="append", default=[], metavar="KEY=VALUE", help="what-if: one setting"
     )
     rep.add_argument("--source-path", help="where the source files are now (files, simulator)")
-    ex = commands.add_parser("explain", help="why a broker was isolated, or a message's path")
+    ex = commands.add_parser(
+        "explain", help="why a broker was isolated, a message's path, or a transaction's"
+    )
     ex.add_argument("--output", required=True, help="a job's (or a replay's) output folder")
     ex.add_argument("--broker", help="the broker")
     ex.add_argument("--at", help="the instant: 2026-11-21T10:02:28 (UTC) or epoch ms")
     ex.add_argument("--cluster", help="the RocketMQ cluster (when the output has several)")
     ex.add_argument("--scope", default="cluster", help="cluster (default) or producer:ID")
     ex.add_argument("--message-id", help="a message: its attempts, delay levels and redelivery")
+    ex.add_argument(
+        "--transaction", metavar="ID", help="a transactional message: its states, checks, answers"
+    )
     ex.add_argument("--json", action="store_true", help="JSON instead of text")
     st = commands.add_parser("state", help="print the operator state after a batch")
     st.add_argument("--checkpoint", required=True, help="the job's checkpoint")

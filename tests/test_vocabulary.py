@@ -13,7 +13,14 @@ import pytest
 
 from udfs.parse import REQUIRED
 from udfs.schema import MILLIS, TABLES, TIME_COLUMNS
-from udfs.vocabulary import Decision, EventKind, ProducerState, ReasonCode, TableName
+from udfs.vocabulary import (
+    Decision,
+    EventKind,
+    ProducerState,
+    ReasonCode,
+    TableName,
+    TransactionState,
+)
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 
@@ -34,13 +41,14 @@ LISTS = {
     TableName: _listed(r"^- \*\*Tables\*\*:(.*?)^- ", word=r"[a-z_]+"),
     Decision: _listed(r"^- \*\*Decisions\*\* \(`broker_decisions.decision`\):(.*?)^- "),
     ProducerState: _listed(r"^- \*\*Producer states\*\* \(.*?\):(.*?)^- "),
+    TransactionState: _listed(r"^- \*\*Transaction states\*\* \(`transactions.state`\):(.*?)^- "),
     EventKind: _listed(r"^\*\*Event kinds:\*\*\n\n(.*?)\n\n", word=r"[a-z_]+"),
     ReasonCode: set(
         re.findall(r"^- `([A-Z_]+)`", _passage(r"^\*\*Reason codes\*\* .*?:\n\n(.*?)\n\n"), re.M)
     ),
 }
-"""Where the README lists each vocabulary: its "Names" list (tables, decisions, producer states)
-and the "Input events" section (event kinds, reason codes)."""
+"""Where the README lists each vocabulary: its "Names" list (tables, decisions, producer states,
+transaction states) and the "Input events" section (event kinds, reason codes)."""
 
 
 @pytest.mark.parametrize("vocabulary", LISTS, ids=lambda v: v.__name__)

@@ -1,6 +1,6 @@
 """faultline's closed vocabulary, each word defined once: the decisions of ``broker_decisions``,
-what a decision means to a producer, the quarantine's reason codes, the event kinds the parser
-accepts and the tables the job writes.
+what a decision means to a producer, the states of a transactional half message, the
+quarantine's reason codes, the event kinds the parser accepts and the tables the job writes.
 
 Each is a :class:`~enum.StrEnum`: a member is the very text the tables store and the records
 carry, so it compares equal to that text and writes as it (``Decision.RESTORE == "RESTORE"``).
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["Decision", "EventKind", "ProducerState", "ReasonCode", "TableName"]
+__all__ = ["Decision", "EventKind", "ProducerState", "ReasonCode", "TableName", "TransactionState"]
 
 
 class Decision(StrEnum):
@@ -49,6 +49,25 @@ class ProducerState(StrEnum):
     PROBING = "PROBING"
     """Takes a share of the sends (recovery probing)."""
     OUT_OF_ROUTE = "OUT_OF_ROUTE"
+
+
+class TransactionState(StrEnum):
+    """A ``transactions.state``: a change of a transactional half message (the README's
+    "Transactional messages" says when each comes)."""
+
+    PREPARED = "PREPARED"
+    COMMIT = "COMMIT"
+    ROLLBACK = "ROLLBACK"
+    UNKNOWN = "UNKNOWN"
+    CHECK = "CHECK"
+    DISCARDED = "DISCARDED"
+    """Checked ``transactionCheckMax`` times: moved to ``TRANS_CHECK_MAX_TIME_TOPIC``."""
+    SKIPPED = "SKIPPED"
+    """Older than the store's ``fileReservedTime`` at a wake: dropped without a check."""
+    END_TO_UNAVAILABLE_BROKER = "END_TO_UNAVAILABLE_BROKER"
+    """An end sent to a broker that likely could not take it: the message waits for a check."""
+    END_REJECTED = "END_REJECTED"
+    """5.x refused a first-phase end later than the message's immunity (604)."""
 
 
 class ReasonCode(StrEnum):

@@ -1,9 +1,11 @@
-"""``faultline explain``: why a broker was (un)available at an instant, and a message's path, in
-plain text or JSON, from a job's (or a replay's) Delta tables."""
+"""``faultline explain``: why a broker was (un)available at an instant, a message's path, and a
+transactional message's changes, in plain text or JSON, from a job's (or a replay's) Delta
+tables."""
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,11 +16,20 @@ import pyarrow.compute as pc
 from streaming.client import POLICY_STATES, publish_order
 from streaming.tools import routing_tables
 from udfs.errors import FaultlineError
-from udfs.rocketmq import PROFILES
-from udfs.vocabulary import Decision, ProducerState, TableName
+from udfs.rocketmq import PROFILES, LocalTransactionState
+from udfs.vocabulary import Decision, ProducerState, TableName, TransactionState
 
 AROUND = 3
 """Decision rows shown before and after the instant."""
+ANSWERED = re.compile(r"^answer to (?:a )?check(?: \d+ from (\S+?)(?::|$| \())?")
+"""The reason of a ``transactions`` row that a producer's answer to a check made
+(``udfs.engine._transactions``), with the broker that checked (when faultline held the message)."""
+ANSWERS = {
+    TransactionState.COMMIT: LocalTransactionState.COMMIT_MESSAGE,
+    TransactionState.ROLLBACK: LocalTransactionState.ROLLBACK_MESSAGE,
+    TransactionState.UNKNOWN: LocalTransactionState.UNKNOW,
+}
+"""The answer (RocketMQ's ``LocalTransactionState``) that leaves a transaction in a state."""
 
 
 class ExplainError(FaultlineError):
@@ -300,6 +311,101 @@ def message_path(output: Path, message_id: str) -> list[dict[str, Any]]:
     return sorted(steps, key=lambda s: (s["at"], order[s["what"]]))
 
 
+def transaction(output: Path, transaction_id: str, cluster: str | None) -> dict[str, Any]:
+    """Every change of a transactional message, in the order the job made them: the state, the
+    rule that made it (``reason``), the broker, the checks so far, the next check and, for a
+    producer's answer to a check, the answer and the broker that asked."""
+    rows = _table(output, TableName.TRANSACTIONS, transaction_id=transaction_id)
+    if not rows:
+        raise ExplainError(
+            f"--transaction {transaction_id}: no such transaction in {output} (give a "
+            "transaction_id of the transactions table, or the message_id of a half message sent "
+            "without one)"
+        )
+    clusters = sorted({r["cluster"] for r in rows})
+    if cluster is None:
+        if len(clusters) > 1:
+            raise ExplainError(
+                f"transaction {transaction_id} is in clusters {', '.join(clusters)}: give --cluster"
+            )
+        cluster = clusters[0]
+    elif cluster not in clusters:
+        raise ExplainError(
+            f"--transaction {transaction_id}: not in cluster {cluster}; it is in "
+            f"{', '.join(clusters)}"
+        )
+    mine = sorted((r for r in rows if r["cluster"] == cluster), key=_change_order)
+    first, last = mine[0], mine[-1]
+    changes = []
+    for r in mine:
+        answered = ANSWERED.match(r["reason"] or "")
+        changes.append(
+            {
+                "at": r["effective_at"],
+                "state": r["state"],
+                "broker": r["broker_name"],
+                "check_times": r["check_times"],
+                "next_check_at": r["next_check_at"],
+                "reason": r["reason"],
+                "answer": str(ANSWERS[r["state"]]) if answered and r["state"] in ANSWERS else None,
+                "asked_by": answered.group(1) if answered else None,
+                "cause_event_id": r["cause_event_id"],
+                "notify": r["notify"],
+            }
+        )
+    return {
+        "transaction_id": transaction_id,
+        "cluster": cluster,
+        **{k: first[k] for k in ("message_id", "producer_id", "producer_group", "topic")},
+        "broker": first["broker_name"],
+        "born_at": first["born_at"],
+        "profile": first["profile"],
+        "state": last["state"],
+        "waiting": last["next_check_at"] is not None,
+        "changes": changes,
+    }
+
+
+def _change_order(row: dict[str, Any]) -> tuple[Any, ...]:
+    """The order the engine makes a transaction's changes at one instant
+    (``udfs.engine._transactions.transact``): the broker's wake (no cause event) before the events
+    at its time, a half message's send before its end, in event order; the row that settles it
+    last."""
+    return (
+        row["effective_at"],
+        row["cause_event_id"] is not None,
+        row["state"] != TransactionState.PREPARED,
+        row["cause_event_id"] or "",
+        row["next_check_at"] is None,
+    )
+
+
+def print_transaction(answer: dict[str, Any], out: TextIO) -> None:
+    print(
+        f"transaction {answer['transaction_id']} of {answer['cluster']}: message "
+        f"{answer['message_id']} from {answer['producer_id']} ({answer['producer_group']}) to "
+        f"{answer['topic']} on {answer['broker']}, born {iso(answer['born_at'])} "
+        f"({answer['profile']})",
+        file=out,
+    )
+    for c in answer["changes"]:
+        upcoming = (
+            f"next check {iso(c['next_check_at'])}" if c["next_check_at"] is not None else "settled"
+        )
+        said = f", answered {c['answer']}" if c["answer"] else ""
+        cause = f" ({c['cause_event_id']})" if c["cause_event_id"] else ""
+        print(
+            f"  {iso(c['at'])} {c['state']:<25} on {c['broker']}, checks {c['check_times']}"
+            f"{said}, {upcoming}: {c['reason']}{cause}",
+            file=out,
+        )
+    last = answer["changes"][-1]
+    if answer["waiting"]:
+        print(f"  waiting: the broker checks it next at {iso(last['next_check_at'])}", file=out)
+    else:
+        print(f"  settled: {answer['state']} at {iso(last['at'])}", file=out)
+
+
 def print_broker(answer: dict[str, Any], out: TextIO) -> None:
     scope = answer["scope"] if answer["scope"] == "cluster" else f"producer {answer['scope_key']}"
     state = "AVAILABLE" if answer["available"] else "NOT AVAILABLE"
@@ -385,6 +491,13 @@ def explain_command(args: Any, out: TextIO = sys.stdout) -> int:
     output = Path(args.output)
     if not output.is_dir():
         raise ExplainError(f"--output {output}: no such folder")
+    if args.transaction:
+        changes = transaction(output, args.transaction, args.cluster)
+        if args.json:
+            print(json.dumps(changes, indent=2), file=out)
+        else:
+            print_transaction(changes, out)
+        return 0
     if args.message_id:
         steps = message_path(output, args.message_id)
         if args.json:
@@ -395,7 +508,7 @@ def explain_command(args: Any, out: TextIO = sys.stdout) -> int:
                 print(f"  {iso(s['at'])} {s['what']}: {s['text']}", file=out)
         return 0
     if not args.broker or not args.at:
-        raise ExplainError("give --broker B --at TIME, or --message-id ID")
+        raise ExplainError("give --broker B --at TIME, --message-id ID or --transaction ID")
     answer = broker_at(output, args.broker, parse_time(args.at), args.cluster, args.scope)
     if args.json:
         print(json.dumps(answer, indent=2), file=out)

@@ -13,13 +13,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 from deltalake import DeltaTable
 
-from streaming.config import CONF_DIR
+from streaming.config import CONF_DIR, SCENARIO_DIR
 from streaming.job.sink import create_tables, table_schema
-from streaming.job.summary import delay_queues, isolation_windows
+from streaming.job.summary import delay_queues, isolation_windows, transaction_states
 from streaming.tools.dashboard.app import iso
+from streaming.tools.explain import parse_time
 from tests.streaming.conftest import faultline, start
 
 CHROMIUM = os.environ.get("FAULTLINE_CHROMIUM", "/usr/bin/chromium")
@@ -34,6 +36,13 @@ FLAGS = [
 ]
 """Without the background-networking flags Chromium keeps dialling Google on a closed network."""
 T0 = 1_795_255_200_000  # the quick scenario's start, 2026-11-21 10:00:00 UTC
+COUNTED = {
+    "checks": ("CHECK",),
+    "discarded or skipped": ("DISCARDED", "SKIPPED"),
+    "ends to an unavailable broker": ("END_TO_UNAVAILABLE_BROKER",),
+    "ends rejected": ("END_REJECTED",),
+}
+"""The transactions panel's counts over time, and the states each counts (README, "States")."""
 OUTAGE = (T0 + 20_000, T0 + 32_000)  # quick.yaml: broker-a, -b and -c down at 20 s for 12 s
 
 
@@ -95,6 +104,65 @@ def _text(page: Any, selector: str, contains: str, timeout: float = 60_000) -> s
     return text
 
 
+def _transactions_shown(page: Any, out: Path) -> int:
+    """Check the transactions panel against the ``transactions`` table: per broker, the half
+    messages whose latest row waits for a next check, the oldest one's birth and age at the
+    clock the page shows, the earliest next check; the rows of each counted state, in all and per
+    minute of ``effective_at`` (the chart). Returns the half messages shown waiting."""
+    rows = DeltaTable(str(out / "transactions")).to_pandas()
+    latest: dict[str, dict[str, Any]] = {}
+    for r in rows.sort_values("effective_at", kind="stable").to_dict("records"):
+        settled = pd.isna(r["next_check_at"])
+        kept = latest.get(r["transaction_id"])  # at one instant, the row that settles it is last
+        if kept is None or (r["effective_at"], settled) >= (kept["effective_at"], kept["settled"]):
+            latest[r["transaction_id"]] = {**r, "settled": settled}
+    waiting: dict[str, list[dict[str, Any]]] = {}
+    for r in latest.values():
+        if not r["settled"]:
+            waiting.setdefault(r["broker_name"], []).append(r)
+    assert sum(map(len, waiting.values())) == transaction_states(out).get("WAITING", 0)
+    clock_text = page.inner_text("#status").split("clock ")[1].split(" UTC")[0]
+    clock = parse_time(clock_text)
+    assert T0 < clock <= int(DeltaTable(str(out / "batches")).to_pandas()["clock"].max())
+    expected = [
+        [
+            broker,
+            str(len(mine)),
+            iso(min(r["born_at"] for r in mine)),
+            f"{(clock - min(r['born_at'] for r in mine)) / 1000:,.1f} s",
+            iso(min(r["next_check_at"] for r in mine)),
+        ]
+        for broker, mine in sorted(waiting.items())
+    ]
+    if expected:
+        assert f"at the clock, {clock_text}:" in page.inner_text("#transactions")
+        assert _rows(page, "#transactions-waiting-table") == expected
+    else:
+        _text(page, "#transactions-waiting", f"No half message waiting at {clock_text}.")
+    header = page.eval_on_selector_all(
+        "#transactions-totals-table th", "cells => cells.map(c => c.innerText)"
+    )
+    assert header == list(COUNTED)
+    totals = [str(int(rows["state"].isin(states).sum())) for states in COUNTED.values()]
+    assert _rows(page, "#transactions-totals-table") == [totals]
+    traces = page.evaluate(
+        "[...document.getElementById('transaction-chart').querySelector('.js-plotly-plot')"
+        "._fullData].map(t => [t.name, Array.from(t.x), Array.from(t.y)])"
+    )
+    drawn = {
+        (name, int(pd.Timestamp(x).value // 1_000_000), int(y))
+        for name, xs, ys in traces
+        for x, y in zip(xs, ys, strict=True)
+    }
+    minutes = rows.assign(minute=rows["effective_at"] // 60_000 * 60_000)
+    assert drawn == {
+        (what, int(minute), int(n))
+        for what, states in COUNTED.items()
+        for minute, n in minutes[minutes["state"].isin(states)].groupby("minute").size().items()
+    }
+    return sum(map(len, waiting.values()))
+
+
 @pytest.mark.spark
 def test_the_page_follows_a_running_job_and_shows_what_the_tables_hold(
     browser: Any, tmp_path: Path
@@ -144,6 +212,9 @@ def test_the_page_follows_a_running_job_and_shows_what_the_tables_hold(
             for level, row in levels.iterrows()
         ]
 
+        # the transactions: every one settled by the end, after checks, discards and a lost end
+        assert _transactions_shown(page, out) == 0
+
         # clicking broker-a's isolation shows what `faultline explain` says
         bars = page.evaluate("document.getElementById('timeline').querySelector('.js-plotly-plot')"
                              ".data.find(t => t.name === 'isolated').customdata")  # fmt: skip
@@ -165,6 +236,42 @@ def test_the_page_follows_a_running_job_and_shows_what_the_tables_hold(
     finally:
         log = _stop(server)
     assert log.count("no faultline tables here") == 1, log  # said once, not at every refresh
+
+
+@pytest.mark.spark
+def test_the_transactions_panel_shows_the_half_messages_waiting_and_their_age(
+    browser: Any, tmp_path: Path
+) -> None:
+    """The quick scenario cut 20 s after its traffic: the half messages answered UNKNOW and the
+    one whose end went to a broker in the outage still wait for a check when the job ends."""
+    quick = (SCENARIO_DIR / "quick.yaml").read_text()
+    assert "\ntail: 11m\n" in quick
+    scenario = tmp_path / "quick-cut.yaml"
+    scenario.write_text(quick.replace("\ntail: 11m\n", "\ntail: 20s\n"))
+    out = tmp_path / "out"
+    job = faultline("run", "--scenario", str(scenario), "--output", str(out),
+                    "--checkpoint", str(tmp_path / "ck"), "--max-records-per-batch", "1000000",
+                    "--config", str(CONF_DIR / "rocketmq-only.yaml"), cwd=tmp_path)  # fmt: skip
+    assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-3000:]
+    server, url = _serve(out, tmp_path)
+    try:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(url)
+        _text(page, "#transactions", "Half messages waiting for an end or a check")
+        assert _transactions_shown(page, out) >= 2
+    finally:
+        _stop(server)
+    # `faultline explain` says when the broker checks a waiting one next
+    rows = DeltaTable(str(out / "transactions")).to_pandas()
+    rows["settled"] = rows["next_check_at"].isna()
+    last = rows.sort_values(["effective_at", "settled"], kind="stable").groupby("transaction_id")
+    waiting = last.tail(1).query("not settled").iloc[0]
+    cli = faultline("explain", "--output", str(out), "--transaction",
+                    waiting["transaction_id"], cwd=tmp_path)  # fmt: skip
+    assert cli.returncode == 0, cli.stderr
+    assert cli.stdout.splitlines()[-1] == (
+        f"  waiting: the broker checks it next at {iso(waiting['next_check_at'])}"
+    )
 
 
 def test_tables_of_a_newer_faultline_get_a_page_that_says_so(browser: Any, tmp_path: Path) -> None:

@@ -14,8 +14,9 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from streaming.job.sink import create_tables, own_schema, record_progress, stored, table_schema
-from streaming.job.summary import delay_queues, isolation_windows
+from streaming.job.summary import delay_queues, isolation_windows, transaction_states
 from streaming.tools.dashboard import data
+from streaming.tools.dashboard.app import _transactions
 from streaming.tools.dashboard.data import MINUTE, Model, TablesError, check_output
 
 T0 = 1_795_255_200_000  # 2026-11-21 10:00:00 UTC
@@ -253,6 +254,113 @@ def test_delay_levels_equal_the_job_summary(out: Path) -> None:
     pd.testing.assert_frame_equal(got[expected.columns], expected, check_names=False)
     per_minute = model.delay_minutes(CLUSTER)
     assert per_minute["messages"].sum() == len(entries) + len(released)
+
+
+def _tx(
+    tx: str,
+    state: str,
+    t: int,
+    broker: str,
+    born: int,
+    next_check: int | None,
+    cluster: str = CLUSTER,
+) -> dict[str, Any]:
+    """A ``transactions`` row at ``T0 + t`` (``born`` and ``next_check`` after T0 too)."""
+    return {
+        "cluster": cluster,
+        "transaction_id": tx,
+        "broker_name": broker,
+        "state": state,
+        "effective_at": T0 + t,
+        "born_at": T0 + born,
+        "next_check_at": None if next_check is None else T0 + next_check,
+        "check_times": 0,
+        "reason": "r",
+    }
+
+
+def test_half_messages_waiting_per_broker_and_transaction_rows_per_minute(out: Path) -> None:
+    """A transaction waits while its latest row has a next check (at one instant, the row that
+    settles it is the latest); the page keeps the waiting ones across refreshes, and counts
+    checks, discards and skips, ends to an unavailable broker and rejected ends per minute."""
+    _append(out, "transactions", [
+        _tx("tx-1", "PREPARED", 1_000, "b-1", 990, 30_000),
+        _tx("tx-2", "PREPARED", 5_000, "b-1", 4_990, 30_000),
+        _tx("tx-3", "PREPARED", 20_000, "b-1", 19_995, 30_000),
+        _tx("tx-3", "END_TO_UNAVAILABLE_BROKER", 21_000, "b-1", 19_995, 30_000),
+        _tx("tx-4", "PREPARED", 2_000, "b-2", 1_990, 30_000),
+        _tx("tx-1", "CHECK", 30_000, "b-1", 990, 60_000),
+        _tx("tx-3", "CHECK", 30_000, "b-1", 19_995, 60_000),
+        _tx("tx-4", "CHECK", 30_000, "b-2", 1_990, 60_000),
+        _tx("tx-9", "PREPARED", 10_000, "x-1", 9_990, 30_000, cluster="C2"),
+    ], 0)  # fmt: skip
+    _append(out, "batches", [_batch(0, T0 + 30_000)], 0)
+    model = Model(out)
+    model.refresh()
+    waiting = model.transactions_waiting(CLUSTER)
+    assert waiting.to_dict("records") == [
+        {"broker_name": "b-1", "waiting": 3, "born_at": T0 + 990, "next_check_at": T0 + 30_000,
+         "age": 29_010},
+        {"broker_name": "b-2", "waiting": 1, "born_at": T0 + 1_990, "next_check_at": T0 + 60_000,
+         "age": 28_010},
+    ]  # fmt: skip
+
+    _append(out, "transactions", [
+        _tx("tx-2", "COMMIT", 31_000, "b-1", 4_990, None),
+        _tx("tx-1", "CHECK", 60_000, "b-1", 990, 90_000),
+        _tx("tx-1", "UNKNOWN", 60_010, "b-1", 990, 90_000),
+        _tx("tx-3", "COMMIT", 60_000, "b-1", 19_995, None),  # the answer at the check's instant
+        _tx("tx-3", "CHECK", 60_000, "b-1", 19_995, 90_000),
+        _tx("tx-4", "DISCARDED", 60_000, "b-2", 1_990, None),
+        _tx("tx-5", "PREPARED", 70_000, "b-2", 69_990, 90_000),
+        _tx("tx-5", "END_REJECTED", 130_000, "b-2", 69_990, 150_000),
+        _tx("tx-6", "PREPARED", 75_000, "b-2", 74_990, 90_000),
+        _tx("tx-6", "SKIPPED", 120_000, "b-2", 74_990, None),
+    ], 1)  # fmt: skip
+    _append(out, "fault_items", [_send(T0 + 150_000, "b-1", 5)], 1)  # the clock: 150 s
+    _append(out, "batches", [_batch(1, T0 + 150_000)], 1)
+    model.refresh()
+    assert model.clock(CLUSTER) == T0 + 150_000
+    waiting = model.transactions_waiting(CLUSTER)
+    assert waiting.to_dict("records") == [
+        {"broker_name": "b-1", "waiting": 1, "born_at": T0 + 990, "next_check_at": T0 + 90_000,
+         "age": 149_010},
+        {"broker_name": "b-2", "waiting": 1, "born_at": T0 + 69_990,
+         "next_check_at": T0 + 150_000, "age": 80_010},
+    ]  # fmt: skip
+    assert model.transactions_waiting("C2")["waiting"].tolist() == [1]
+    assert transaction_states(out)["WAITING"] == 3  # the job's summary counts the same ones
+
+    per_minute = model.transaction_minutes(CLUSTER)
+    assert [(r["what"], r["minute"] - T0, r["rows"]) for r in per_minute.to_dict("records")] == [
+        ("checks", 0, 3),
+        ("checks", MINUTE, 2),
+        ("discarded or skipped", MINUTE, 1),
+        ("discarded or skipped", 2 * MINUTE, 1),
+        ("ends rejected", 2 * MINUTE, 1),
+        ("ends to an unavailable broker", 0, 1),
+    ]
+    assert model.transaction_totals(CLUSTER) == {
+        "checks": 5,
+        "discarded or skipped": 2,
+        "ends to an unavailable broker": 1,
+        "ends rejected": 1,
+        "all": 18,
+    }
+    fresh = Model(out)  # read at once, the same
+    fresh.refresh()
+    pd.testing.assert_frame_equal(fresh.transactions_waiting(CLUSTER), waiting)
+
+
+def test_a_cluster_without_transactions_says_so(out: Path) -> None:
+    _append(out, "fault_items", [_send(T0, "b-1", 5)], 0)
+    _append(out, "batches", [_batch(0, T0)], 0)
+    model = Model(out)
+    model.refresh()
+    assert model.transactions_waiting(CLUSTER).empty
+    assert model.transaction_minutes(CLUSTER).empty
+    assert set(model.transaction_totals(CLUSTER).values()) == {0}
+    assert _transactions(model, CLUSTER).children == "No transactional messages."
 
 
 def test_quarantine_keeps_counts_and_a_few_examples(out: Path) -> None:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from streaming.client import decision_state
+from streaming.tools.explain import iso
 from tests.streaming.conftest import OUTPUT_TABLES, batch_rows, canonical, faultline, table
 
 pytestmark = pytest.mark.spark
@@ -152,8 +155,6 @@ def _explain(*args: str, cwd: Path) -> tuple[int, str, str]:
 def test_explain_names_the_send_that_isolated_a_broker_and_the_rule(
     reference: Path, tmp_path: Path
 ) -> None:
-    import json
-
     decisions = table(reference, "broker_decisions")
     cluster = decisions[decisions["scope"] == "cluster"].sort_values("effective_at")
     first = cluster[cluster["decision"] == "ISOLATE"].iloc[0]
@@ -223,9 +224,79 @@ def test_explain_prints_a_messages_path(reference: Path, tmp_path: Path) -> None
     assert lines[1:] == sorted(lines[1:], key=lambda x: x.split()[0] + x.split()[1])
 
 
+_CHANGE = re.compile(
+    r"^  (\S+ \S+) (\S+) +on (\S+), checks (\d+)(?:, answered (\S+))?, "
+    r"(?:next check (\S+ \S+)|settled): (.*)$"
+)
+"""A line of ``explain --transaction``: time, state, broker, checks, the answer to a check, the
+next check, the rule (and the event that caused it)."""
+
+
+def test_explain_follows_a_transaction_through_its_checks_and_answers(
+    reference: Path, tmp_path: Path
+) -> None:
+    """Every row of a transaction, in order, with its rule, the broker, the checks and the answers
+    to the checks: one discarded after 15 checks answered UNKNOW, and one whose end was UNKNOW,
+    then checked and answered COMMIT."""
+    rows = table(reference, "transactions")
+    discarded = rows[rows["state"] == "DISCARDED"]["transaction_id"].iloc[0]
+    checked = rows["reason"].str.startswith("answer to check") & (rows["state"] == "COMMIT")
+    committed = rows[checked]["transaction_id"].iloc[0]
+    answer = {"COMMIT": "COMMIT_MESSAGE", "ROLLBACK": "ROLLBACK_MESSAGE", "UNKNOWN": "UNKNOW"}
+    for tx in (discarded, committed):
+        code, out, err = _explain("--output", str(reference), "--transaction", tx, cwd=tmp_path)
+        assert code == 0, err
+        head, *lines, tail = out.splitlines()
+        mine = rows[rows["transaction_id"] == tx].sort_values("effective_at", kind="stable")
+        first = mine.iloc[0]
+        assert head == (
+            f"transaction {tx} of QuickCluster: message {first['message_id']} from "
+            f"{first['producer_id']} ({first['producer_group']}) to {first['topic']} on "
+            f"{first['broker_name']}, born {iso(first['born_at'])} ({first['profile']})"
+        )
+        shown = [_CHANGE.match(line) for line in lines]
+        assert all(shown), lines
+        expected = [
+            (
+                iso(r["effective_at"]),
+                r["state"],
+                r["broker_name"],
+                str(r["check_times"]),
+                answer[r["state"]] if r["reason"].startswith("answer to check") else None,
+                None if pd.isna(r["next_check_at"]) else iso(r["next_check_at"]),
+                r["reason"]
+                + (f" ({r['cause_event_id']})" if pd.notna(r["cause_event_id"]) else ""),
+            )
+            for r in mine.to_dict("records")
+        ]
+        got = [m.groups() for m in shown if m]
+        assert sorted(got, key=repr) == sorted(expected, key=repr)  # every row, once
+        assert [g[0] for g in got] == sorted(g[0] for g in got)  # in time order
+        assert tail == f"  settled: {got[-1][1]} at {got[-1][0]}"
+        states = [g[1] for g in got]
+        assert states[0] == "PREPARED"
+        if tx == discarded:
+            assert [int(g[3]) for g in got if g[1] == "CHECK"] == list(range(1, 16))
+            assert {g[4] for g in got if g[1] == "UNKNOWN" and g[4]} == {"UNKNOW"}
+            assert states[-1] == "DISCARDED"
+        else:
+            assert states[1] == "UNKNOWN" and "CHECK" in states
+            assert (states[-1], got[-1][4]) == ("COMMIT", "COMMIT_MESSAGE")
+    code, out, _ = _explain(
+        "--output", str(reference), "--transaction", committed, "--json", cwd=tmp_path
+    )
+    assert code == 0
+    assert [c["state"] for c in json.loads(out)["changes"]] == states
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
+        (("--transaction", "nobody"), r"--transaction nobody: no such transaction in "),
+        (
+            ("--transaction", "p-tx-m000000", "--cluster", "Elsewhere"),
+            r"--transaction p-tx-m000000: not in cluster Elsewhere; it is in QuickCluster",
+        ),
         (
             ("--broker", "broker-z", "--at", "2026-11-21T10:00:30"),
             r"--broker broker-z: not in .*; brokers there: broker-a, broker-b, broker-c",

@@ -52,11 +52,17 @@ from udfs.rocketmq import (
     next_wake,
 )
 from udfs.schedule import DEFAULT_PRODUCER_GROUP
-from udfs.vocabulary import Decision, EventKind, TableName
+from udfs.vocabulary import Decision, EventKind, TableName, TransactionState
 
-PREPARED, COMMIT, ROLLBACK, UNKNOWN, CHECK = "PREPARED", "COMMIT", "ROLLBACK", "UNKNOWN", "CHECK"
-DISCARDED, SKIPPED = "DISCARDED", "SKIPPED"
-END_TO_UNAVAILABLE_BROKER, END_REJECTED = "END_TO_UNAVAILABLE_BROKER", "END_REJECTED"
+PREPARED, CHECK = TransactionState.PREPARED, TransactionState.CHECK
+COMMIT, ROLLBACK, UNKNOWN = (
+    TransactionState.COMMIT,
+    TransactionState.ROLLBACK,
+    TransactionState.UNKNOWN,
+)
+DISCARDED, SKIPPED = TransactionState.DISCARDED, TransactionState.SKIPPED
+END_TO_UNAVAILABLE_BROKER = TransactionState.END_TO_UNAVAILABLE_BROKER
+END_REJECTED = TransactionState.END_REJECTED
 NOTIFIED = frozenset({END_TO_UNAVAILABLE_BROKER, END_REJECTED, DISCARDED, SKIPPED})
 """The states a producer must act on: they go to the decision topic (and so does the state that
 later settles such a transaction)."""

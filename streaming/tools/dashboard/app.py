@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 from dash import Dash, Input, Output, State, ctx, dcc, html, no_update
 
 from streaming.tools import explain
-from streaming.tools.dashboard.data import Model, TablesError
+from streaming.tools.dashboard.data import TRANSACTION_KINDS, Model, TablesError
 
 log = logging.getLogger("faultline.dashboard")
 
@@ -147,6 +147,9 @@ def build(page: Page, refresh_ms: int) -> Dash:
             html.H3("Delay levels (SCHEDULE_TOPIC_XXXX)"),
             html.Div(id="delays"),
             dcc.Graph(id="delay-chart", config={"displaylogo": False}),
+            html.H3("Transactional messages"),
+            html.Div(id="transactions"),
+            dcc.Graph(id="transaction-chart", config={"displaylogo": False}),
             html.H3("Quarantine and late events"),
             html.Div(id="rejected"),
             html.H3("Job health"),
@@ -483,6 +486,52 @@ def _delay_chart(model: Model, cluster: str) -> go.Figure:
     return _per_minute(model.delay_minutes(cluster), by, "messages", "level {} {}", title, "group")
 
 
+def _transactions(model: Model, cluster: str) -> html.Div:
+    totals = model.transaction_totals(cluster)
+    waiting = model.transactions_waiting(cluster)
+    if totals["all"] == 0 and waiting.empty:
+        return html.Div("No transactional messages.", id="transactions-none")
+    clock = model.clock(cluster)
+    rows = [
+        [
+            r["broker_name"],
+            r["waiting"],
+            iso(r["born_at"]),
+            "-" if pd.isna(r["age"]) else f"{r['age'] / 1000:,.1f} s",
+            iso(r["next_check_at"]),
+        ]
+        for r in waiting.to_dict("records")
+    ]
+    header = ["broker", "half messages waiting", "oldest born", "age of the oldest", "next check"]
+    kinds = list(dict.fromkeys(TRANSACTION_KINDS.values()))
+    waiting_now = (
+        [
+            html.Div(f"Half messages waiting for an end or a check at the clock, {iso(clock)}:"),
+            table(rows, header, "transactions-waiting-table"),
+        ]
+        if rows
+        else [html.Div(f"No half message waiting at {iso(clock)}.", id="transactions-waiting")]
+    )
+    return html.Div(
+        [
+            *waiting_now,
+            html.Div("In the window (per minute below):", style={"marginTop": "0.5em"}),
+            table([[totals[k] for k in kinds]], kinds, "transactions-totals-table"),
+        ]
+    )
+
+
+def _transaction_chart(model: Model, cluster: str) -> go.Figure:
+    per = model.transaction_minutes(cluster)
+    title = "per minute: the brokers' checks, half messages discarded or skipped, ends sent to an "
+    title += "unavailable broker (likely lost), ends rejected"
+    fig = _per_minute(per, ["what"], "rows", "{}", title, "group")
+    if per.empty:
+        fig.update_layout(height=160)
+        fig.add_annotation(text="no check, discard or lost end in the window", showarrow=False)
+    return fig
+
+
 def _rejected(model: Model, cluster: str) -> html.Div:
     q = model.quarantined.sort_values("records", ascending=False)
     rows = [
@@ -598,12 +647,22 @@ SECTIONS: dict[str, Callable[[Page, str, list[str]], Any]] = {
     "retries": lambda page, c, _: _retries(page.model, c),
     "delays": lambda page, c, _: _delays(page.model, c),
     "delay-chart": lambda page, c, _: _delay_chart(page.model, c),
+    "transactions": lambda page, c, _: _transactions(page.model, c),
+    "transaction-chart": lambda page, c, _: _transaction_chart(page.model, c),
     "rejected": lambda page, c, _: _rejected(page.model, c),
     "health-text": lambda page, _, __: _health_text(page.model),
     "health": lambda page, _, __: _health(page.model),
 }
 """Each section of the page (the id of its element) and what draws it for a cluster."""
-FIGURES = {"timeline", "latency", "failures", "routing", "delay-chart", "health"}
+FIGURES = {
+    "timeline",
+    "latency",
+    "failures",
+    "routing",
+    "delay-chart",
+    "transaction-chart",
+    "health",
+}
 """The sections that are charts (their ``figure`` changes, not their ``children``)."""
 
 

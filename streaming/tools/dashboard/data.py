@@ -3,12 +3,12 @@
 Each table is read through a :class:`Feed`: at a refresh it loads the Delta log's new versions
 and reads only the files added since the last one, and only the columns the page needs. The
 rows are folded into per-minute rollups (sends, failures and a latency histogram per broker and
-minute; routing decisions, delay-queue traffic and late events per minute) and into the decision
-rows that bound isolation windows, so a refresh costs what the job wrote since the previous one,
-not what the tables hold. Files whose event times all fall before the window (``window_ms``
-before the latest batch's clock) are skipped unopened, by the time range the job writes into
-each file's Delta statistics. A table whose files were removed (compaction, a rewrite) is read
-again from the start.
+minute; routing decisions, delay-queue traffic, transaction changes and late events per minute),
+into the decision rows that bound isolation windows and into the half messages still waiting, so
+a refresh costs what the job wrote since the previous one, not what the tables hold. Files whose
+event times all fall before the window (``window_ms`` before the latest batch's clock) are
+skipped unopened, by the time range the job writes into each file's Delta statistics. A table
+whose files were removed (compaction, a rewrite) is read again from the start.
 
 Latency percentiles come from histogram buckets (:func:`latency_bucket`), so two minutes' or two
 batches' histograms add up exactly; a percentile is exact up to 100 ms and within 1% above (the
@@ -37,7 +37,7 @@ from streaming.tools import explain
 from udfs.errors import FaultlineError
 from udfs.rocketmq import PROFILES, Outcome
 from udfs.schema import BATCHES, TABLE_FORMAT, TABLES, TIME_COLUMNS
-from udfs.vocabulary import Decision, ProducerState, TableName
+from udfs.vocabulary import Decision, ProducerState, TableName, TransactionState
 
 log = logging.getLogger("faultline.dashboard")
 
@@ -56,6 +56,14 @@ BATCH_ROWS = 2_000
 RETURNED = tuple(o.value for o in Outcome if o.returned)
 """Outcomes where the broker answered: any other is a failed send."""
 _REASON = re.compile(r"after (\d+) ms( \(isolation\))?")
+TRANSACTION_KINDS = {
+    TransactionState.CHECK: "checks",
+    TransactionState.DISCARDED: "discarded or skipped",
+    TransactionState.SKIPPED: "discarded or skipped",
+    TransactionState.END_TO_UNAVAILABLE_BROKER: "ends to an unavailable broker",
+    TransactionState.END_REJECTED: "ends rejected",
+}
+"""The ``transactions`` states the page counts over time, by what it calls them."""
 
 COLUMNS = {
     TableName.FAULT_ITEMS: [
@@ -80,6 +88,15 @@ COLUMNS = {
     TableName.REDELIVERIES: ["cluster", "delay_level", "deliver_at", "dlq"],
     TableName.QUARANTINE: ["reason_code", "reason", "raw", "origin", "seen_at"],
     TableName.LATE_EVENTS: ["cluster", "kind", "event_time", "clock", "raw", "origin"],
+    TableName.TRANSACTIONS: [
+        "cluster",
+        "transaction_id",
+        "broker_name",
+        "state",
+        "effective_at",
+        "born_at",
+        "next_check_at",
+    ],
     TableName.BATCHES: list(BATCHES.names),
 }
 """The tables the page reads and, of each, the columns it needs."""
@@ -91,7 +108,8 @@ WINDOWED = (
     TableName.ROUTING_DECISIONS,
     TableName.HEARTBEATS,
 )
-"""Tables read only within the window; the others are counted over their whole life."""
+"""Tables read only within the window; the others are counted over their whole life (a half
+message may wait longer than the window: its last row may be older)."""
 
 
 class TablesError(FaultlineError):
@@ -286,6 +304,9 @@ class Model:
         self.scheduled = MinuteStore(["cluster", "delay_level"], ["messages"])
         self.released = MinuteStore(["cluster", "delay_level", "dlq"], ["messages"])
         self.levels = pd.DataFrame(columns=["cluster", "delay_level", "what", "messages"])
+        self.transacted = MinuteStore(["cluster", "state"], ["rows"])
+        self.waiting = pd.DataFrame(columns=WAITING)
+        """Per transaction still waiting for an end or a check, its latest row."""
         self.decisions = pd.DataFrame(columns=[*COLUMNS[TableName.BROKER_DECISIONS], "extends"])
         self.clocks: dict[str, int] = {}
         self.drawn: dict[tuple[str, tuple[str, ...]], pd.DataFrame] = {}
@@ -321,7 +342,8 @@ class Model:
             if rows is not None and len(rows):
                 getattr(self, f"_fold_{name}")(rows)
         if self.since is not None:
-            for store in (self.sends, self.failures, self.routing, self.scheduled, self.released):
+            stores = (self.sends, self.failures, self.routing, self.scheduled, self.released)
+            for store in (*stores, self.transacted):
                 store.drop_before(self.since)
             self.summary = self.summary[self.summary["minute"] + MINUTE > self.since]
         self.refreshed += 1
@@ -432,6 +454,21 @@ class Model:
         new = frame.groupby(keys, as_index=False)[["messages"]].sum()
         both = pd.concat([self.levels, new], ignore_index=True) if len(self.levels) else new
         self.levels = both.groupby(keys, as_index=False)[["messages"]].sum()
+
+    def _fold_transactions(self, rows: pa.Table) -> None:
+        self._clock(rows["cluster"], rows["effective_at"])
+        frame = rows.to_pandas()
+        frame["minute"] = _minute(frame["effective_at"])
+        frame["rows"] = 1
+        self.transacted.add(frame)
+        # the latest row of each transaction, as ``streaming.job.summary.transaction_states``
+        # reads it: a settled one (no next check) leaves the page's memory
+        new = frame[WAITING]
+        both = pd.concat([self.waiting, new], ignore_index=True) if len(self.waiting) else new
+        both = both.assign(settled=both["next_check_at"].isna())
+        latest = both.sort_values(["effective_at", "settled"], kind="stable")
+        latest = latest.groupby(["cluster", "transaction_id"], sort=False).tail(1)
+        self.waiting = latest[~latest["settled"]][WAITING].reset_index(drop=True)
 
     def _fold_quarantine(self, rows: pa.Table) -> None:
         frame = rows.to_pandas()
@@ -584,6 +621,44 @@ class Model:
         r = r.assign(what=np.where(r["dlq"].astype(bool), "dlq", "released"))
         both = pd.concat([s, r], ignore_index=True)
         return both.groupby(["delay_level", "minute", "what"], as_index=False)[["messages"]].sum()
+
+    def transactions_waiting(self, cluster: str) -> pd.DataFrame:
+        """Per broker, the half messages waiting for an end or a check at the cluster's clock:
+        ``waiting``, the oldest one's ``born_at`` and ``age`` (ms, at the clock), the earliest
+        ``next_check_at``."""
+        w = self.waiting[self.waiting["cluster"] == cluster]
+        per = w.groupby("broker_name", as_index=False).agg(
+            waiting=("transaction_id", "size"),
+            born_at=("born_at", "min"),
+            next_check_at=("next_check_at", "min"),
+        )
+        clock = self.clock(cluster)
+        per["age"] = None if clock is None else clock - per["born_at"]
+        return per.sort_values("broker_name", ignore_index=True)
+
+    def transaction_minutes(self, cluster: str) -> pd.DataFrame:
+        """Per minute, the rows of each of :data:`TRANSACTION_KINDS` (``what``, ``minute``,
+        ``rows``); a minute without any has no row."""
+        t = self.transacted.frame()
+        mine = t[(t["cluster"] == cluster) & t["state"].isin(list(TRANSACTION_KINDS))]
+        mine = mine.assign(what=mine["state"].map(TRANSACTION_KINDS))
+        per = mine.groupby(["what", "minute"], as_index=False)[["rows"]].sum()
+        return per.sort_values(["what", "minute"], ignore_index=True)
+
+    def transaction_totals(self, cluster: str) -> dict[str, int]:
+        """The rows of each of :data:`TRANSACTION_KINDS` in the window (0 for none), and of
+        every state under ``"all"``."""
+        t = self.transacted.frame()
+        mine = t[t["cluster"] == cluster]
+        kinds = mine["state"].map(TRANSACTION_KINDS)
+        totals = {what: 0 for what in TRANSACTION_KINDS.values()}
+        totals.update({str(k): int(v) for k, v in mine.groupby(kinds)["rows"].sum().items()})
+        totals["all"] = int(mine["rows"].sum())
+        return totals
+
+
+WAITING = ["cluster", "transaction_id", "broker_name", "born_at", "effective_at", "next_check_at"]
+"""What the page keeps of a waiting half message: its latest row's columns."""
 
 
 def band(profile: str | None, reason: str | None) -> str:
