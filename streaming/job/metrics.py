@@ -2,7 +2,8 @@
 ``prometheus_client`` while the job runs (``metrics.port``; off unless set).
 
 Everything comes from what the job has at commit time: each key's counters and its ``figures``
-(:func:`streaming.job.stateful.figures`, made in the task from the state it holds anyway),
+(:func:`streaming.job.stateful.figures`, made in the task from the state it holds anyway, only
+while the endpoint is on),
 Spark's progress of each batch, the publisher's failed deliveries and the outage watch. Nothing
 is read back from the tables, and a scrape only formats what the last commit left.
 
@@ -250,6 +251,7 @@ class _State(Collector):
             pairs: dict[tuple[str, str], int] = {
                 (scope, d): 0 for scope, ds in HELD.items() for d in ds
             }
+            levels: dict[str, int] = {}
             for figures in shards:
                 for scope, decision, n in figures["held"]:
                     pairs[scope, decision] = pairs.get((scope, decision), 0) + n
@@ -258,12 +260,10 @@ class _State(Collector):
                 for topic, (w, s) in figures.get("topics", {}).items():
                     writable.add_metric([cluster, topic], w)
                     sick.add_metric([cluster, topic], s)
-            for (scope, decision), n in sorted(pairs.items()):
-                held.add_metric([cluster, scope, decision], n)
-            levels: dict[str, int] = {}
-            for figures in shards:
                 for level, n in figures.get("delayed", {}).items():
                     levels[level] = levels.get(level, 0) + n
+            for (scope, decision), n in sorted(pairs.items()):
+                held.add_metric([cluster, scope, decision], n)
             for level, n in sorted(levels.items(), key=lambda x: int(x[0])):
                 delayed.add_metric([cluster, level], n)
             halves.add_metric([cluster], sum(f.get("halves", 0) for f in shards))

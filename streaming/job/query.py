@@ -121,7 +121,13 @@ def build_query(
     files = records.groupBy(*grouping).applyInPandasWithState(
         operator
         or state_function(
-            engine_config(config), str(files_root), app_id, config.stateful_shards, flat, early
+            engine_config(config),
+            str(files_root),
+            app_id,
+            config.stateful_shards,
+            flat,
+            early,
+            measure=metrics is not None,
         ),
         from_arrow_schema(sink.META),
         STATE_SCHEMA,

@@ -90,13 +90,15 @@ def state_function(
     shards: int = 1,
     flat: frozenset[str] = frozenset(),
     publish: Publish | None = None,
+    measure: bool = False,
 ) -> Callable[[tuple[Any, ...], Iterator[pd.DataFrame], Any], Iterator[pd.DataFrame]]:
     """The function handed to Spark. Spark's contract: it is called once per key that has
     records in the micro-batch (:data:`RECORDS`), in no particular order (the engine sorts); the
     state is one JSON string; there are no timeouts (the engine's clock is event time). A key is
     a cluster, or with ``shards`` > 1 a cluster and a slot (its shard is ``slot % shards``).
     ``flat`` names the tables made before they were partitioned
-    (:func:`streaming.job.sink.flat_tables`); ``publish``, where the decisions go at once."""
+    (:func:`streaming.job.sink.flat_tables`); ``publish``, where the decisions go at once;
+    ``measure``: each key's counter row carries its :func:`figures` (the job serves metrics)."""
     root = Path(output)
 
     def advance(
@@ -123,6 +125,7 @@ def state_function(
             received=time.perf_counter() - started,
             flat=flat,
             publish=publish,
+            measure=measure,
         )
         failpoints.hold("after-files", batch_id)
         state.update((saved,))
@@ -158,11 +161,13 @@ def run_key(
     received: float = 0.0,
     flat: frozenset[str] = frozenset(),
     publish: Publish | None = None,
+    measure: bool = False,
 ) -> tuple[str, list[dict[str, Any]]]:
     """One key's work in one batch, in Spark or in a replay: parse the raw records
     (:data:`RECORDS`), advance the state (its text, None for a new key), publish the decisions
     (with ``publish``), write each table's rows as a file under ``root``. Returns the new state
-    and the metadata rows (:data:`META`)."""
+    and the metadata rows (:data:`META`), the counters' with the key's :func:`figures` when
+    ``measure``."""
     with _collector_paused():
         started = time.perf_counter()
         events = parse(raw["value"], raw["origin"], raw["ingest_ms"], raw["lost"]).to_pandas()
@@ -201,7 +206,7 @@ def run_key(
                 "state_bytes": len(saved.encode()),
                 "state_ms": _ms(loaded - parsed + advanced - stepped),
                 "task": 0,
-                "figures": figures(cluster, shard, step, config, failed),
+                "figures": figures(cluster, shard, step, config, failed) if measure else None,
             }
         )
         return saved, metas

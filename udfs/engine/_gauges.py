@@ -4,9 +4,9 @@ that is, and what waits in the delay queues and the half queues.
 
 Read after :func:`udfs.engine.advance`, when every deadline up to the clock has fired: a
 FaultTable item still ``pending`` isolates its broker (its ``RESTORE`` is not written yet), and
-the policies' ``shown`` is what a reader of every ``broker_decisions`` row so far holds. The cost
-grows with what is held out and with the routes, not with the producers: a producer's table is
-looked at only while it isolates something (``Table.due``).
+the policies' ``shown`` is what a reader of every ``broker_decisions`` row so far holds. A
+producer's items are read only while its table isolates something (``Table.due``), so past one
+check per producer the cost grows with what is held out and with the routes.
 """
 
 from __future__ import annotations
