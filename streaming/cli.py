@@ -143,17 +143,20 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _maintain(args: argparse.Namespace) -> int:
-    from streaming.job.maintain import maintain, print_reports
+    from streaming.job import sink
+    from streaming.job.maintain import maintain, print_reports, table_properties
 
     config = load_job_config(args.config, {"output": args.output})
     output = Path(config.output).resolve()
     if not (output / TableName.BATCHES / "_delta_log").is_dir():
         raise ConfigError(f"--output {output}: no faultline tables here")
+    sink.create_tables(output, table_properties(config.maintenance))  # as the job starts
     reports = maintain(output, config.maintenance)
     for r in reports:
         print(
             f"  {r.name:<18} {r.files_before:>6} -> {r.files_after:<6} files, "
-            f"{r.compacted} compacted, {r.vacuumed} vacuumed, {r.seconds:.2f} s"
+            f"{r.compacted} compacted, {r.vacuumed} vacuumed, {r.expired} rows expired, "
+            f"{r.seconds:.2f} s"
         )
     print_reports(reports, sys.stdout, f"faultline: maintained {output}")
     return 0

@@ -372,6 +372,10 @@ class MaintenanceConfig(_Strict):
     log_retention: Duration = 30 * 86_400_000
     """Delta log entries older than this go at a checkpoint (``delta.logRetentionDuration``):
     how far back time travel reaches."""
+    keep: Annotated[int, Field(ge=86_400_000), BeforeValidator(_duration)] | None = 90 * 86_400_000
+    """Event time: a table keeps the days of rows that end within this of its latest day (a
+    partition, ``event_date``; ``batches``: its rows by ``clock``); older days are deleted.
+    Null: every row is kept for ever."""
 
     @field_validator("vacuum_retention", "log_retention")
     @classmethod

@@ -11,25 +11,32 @@ list and open 10,000 files. Maintenance keeps each table to a few files per day:
 - **VACUUM** deletes files that compaction replaced once they are ``vacuum_retention`` old, so
   a reader (a dashboard, ``faultline explain``) that loaded an older version keeps reading it,
   and files that no version references (left by a task attempt that failed) as old;
+- **expiry** (``keep``, event time): the days of a table older than ``keep`` before its
+  latest day are deleted, a whole partition at a time (a metadata-only Delta commit; VACUUM
+  deletes their files later); ``batches``, which has no days, loses its batches up to the last
+  one whose clock is that old;
 - **log checkpoints** every ``checkpoint_interval`` commits (the table property
   ``delta.checkpointInterval``, applied by delta-rs at each commit) and the log entries older
   than ``log_retention`` removed (``cleanup_metadata``).
 
 Every step is a Delta commit of its own or a deletion of unreferenced files, so a crash in the
 middle loses nothing; maintenance changes no table metadata, so the job's appends, which only
-add files, do not conflict with it (``faultline maintain`` may run beside the job).
+add files, do not conflict with it (``faultline maintain`` may run beside the job; its expiry
+gives way, until its next run, to an append into a day it deletes).
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from datetime import date, timedelta
 from pathlib import Path
 from typing import TextIO
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
+from deltalake.exceptions import CommitFailedError
 
 from streaming.config import MaintenanceConfig
 from udfs.schema import PARTITION, TABLES
@@ -61,16 +68,23 @@ class TableReport:
     """Files rewritten by compaction."""
     vacuumed: int
     """Files deleted by VACUUM."""
+    expired: int
+    """Rows deleted because they were older than ``keep``."""
     seconds: float
 
 
 def maintain_table(path: Path, settings: MaintenanceConfig) -> TableReport:
-    """Compact the days of one table that hold ``min_files`` small files, then vacuum it and
-    drop expired log entries."""
+    """Delete the days of one table older than ``keep``, compact its days that hold
+    ``min_files`` small files, then vacuum it and drop expired log entries."""
     started = time.perf_counter()
     table = DeltaTable(str(path))
     files = pa.table(table.get_add_actions(flatten=True))
     before = files.num_rows
+    expired = 0
+    if settings.keep is not None:
+        expired = _expire(table, files, settings.keep)
+        if expired:
+            files = pa.table(table.get_add_actions(flatten=True))
     small = files.filter(pc.less(files["size_bytes"], settings.target_file_size))
     compacted = 0
     column = f"partition.{PARTITION}"
@@ -87,8 +101,7 @@ def maintain_table(path: Path, settings: MaintenanceConfig) -> TableReport:
     elif small.num_rows >= settings.min_files:
         done = table.optimize.compact(target_size=settings.target_file_size)
         compacted = int(done["numFilesRemoved"])
-    vacuumed = table.vacuum(
-        retention_hours=settings.vacuum_retention // 3_600_000,
+    vacuumed = table.vacuum(  # after the table's delta.deletedFileRetentionDuration
         dry_run=False,
         enforce_retention_duration=False,  # the setting's own check: 1h at least
         full=True,
@@ -96,12 +109,54 @@ def maintain_table(path: Path, settings: MaintenanceConfig) -> TableReport:
     table.cleanup_metadata()
     after = len(table.file_uris())
     return TableReport(
-        path.name, before, after, compacted, len(vacuumed), time.perf_counter() - started
+        path.name, before, after, compacted, len(vacuumed), expired, time.perf_counter() - started
     )
 
 
+DAY = 86_400_000
+
+
+def _expire(table: DeltaTable, files: pa.Table, keep: int) -> int:
+    """Delete what is older than ``keep`` before the table's latest day (whole days: the first
+    day kept is the latest one minus ``keep`` rounded up to days); returns the rows deleted."""
+    days = -(-keep // DAY)
+    column = f"partition.{PARTITION}"
+    if column in files.column_names:
+        present = pc.drop_null(files[column])
+        if not len(present):
+            return 0
+        latest = date.fromisoformat(str(pc.max(present)))
+        first = (latest - timedelta(days=days)).isoformat()
+        if str(pc.min(present)) >= first:
+            return 0
+        return _delete(table, f"{PARTITION} < '{first}'")
+    if "max.clock" not in files.column_names or not files.num_rows:
+        return 0  # batches: by clock
+    latest = pc.max(files["max.clock"]).as_py()
+    if latest is None:
+        return 0
+    first_ms = (latest // DAY - days) * DAY
+    if pc.min(files["min.clock"]).as_py() >= first_ms:
+        return 0
+    old = table.to_pyarrow_table(columns=["batch_id"], filters=[("clock", "<", first_ms)])
+    if not old.num_rows:
+        return 0
+    last = pc.max(old["batch_id"]).as_py()
+    return _delete(table, f"batch_id <= {last}")
+
+
+def _delete(table: DeltaTable, predicate: str) -> int:
+    """The rows deleted, or 0 when a commit beside it (``faultline maintain`` beside the job,
+    appending into an old day) came first: the next run deletes them."""
+    try:
+        return int(table.delete(predicate)["num_deleted_rows"])
+    except CommitFailedError:
+        return 0
+
+
 def maintain(root: Path, settings: MaintenanceConfig) -> list[TableReport]:
-    """Maintain every faultline table under ``root``."""
+    """Maintain every faultline table under ``root``, whose table properties carry
+    ``settings``' retentions (:func:`table_properties`, applied as the job starts)."""
     return [maintain_table(root / name, settings) for name in [*TABLES, TableName.BATCHES]]
 
 
@@ -110,10 +165,11 @@ def print_reports(reports: list[TableReport], out: TextIO, heading: str) -> None
     compacted = sum(r.compacted for r in reports)
     after = sum(r.files_after for r in reports)
     vacuumed = sum(r.vacuumed for r in reports)
+    expired = sum(r.expired for r in reports)
     seconds = sum(r.seconds for r in reports)
     print(
-        f"{heading}: {compacted} files compacted, {vacuumed} vacuumed, {after} files in "
-        f"{len(reports)} tables, {seconds:.1f} s",
+        f"{heading}: {compacted} files compacted, {vacuumed} vacuumed, {expired} rows expired, "
+        f"{after} files in {len(reports)} tables, {seconds:.1f} s",
         file=out,
         flush=True,
     )

@@ -796,14 +796,17 @@ def _consume(
             at += DELAYS.levels.delay_ms(DELAYS.levels.clamp(3 + times)) + spec.lag
 
 
-def write_jsonl(events: list[dict[str, Any]], out: Path, per_file: int = 10_000) -> list[Path]:
-    """Write events as ``part-NNNNN.jsonl`` files (each written whole, then renamed into place).
+def write_jsonl(
+    events: list[dict[str, Any]], out: Path, per_file: int = 10_000, first_part: int = 0
+) -> list[Path]:
+    """Write events as ``part-NNNNN.jsonl`` files numbered from ``first_part`` (each written
+    whole, then renamed into place).
     A file's time is its last event's: the files source takes it as the records' ingest time, as
     if each file had been written as its events happened, so nothing depends on when it ran."""
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for part, begin in enumerate(range(0, max(len(events), 1), per_file)):
-        path = out / f"part-{part:05d}.jsonl"
+        path = out / f"part-{first_part + part:05d}.jsonl"
         tmp = out / f".{path.name}.tmp"
         chunk = events[begin : begin + per_file]
         with tmp.open("w") as fh:

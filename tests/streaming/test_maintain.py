@@ -13,6 +13,7 @@ import pytest
 from deltalake import DeltaTable
 
 from streaming.config import MaintenanceConfig
+from streaming.job import maintain as maintain_mod
 from streaming.job import sink
 from streaming.job.maintain import maintain, maintain_table, table_properties
 from tests.streaming.conftest import faultline
@@ -22,7 +23,8 @@ DAY = 86_400_000
 SETTINGS = MaintenanceConfig(min_files=5, checkpoint_interval=10)
 
 
-def _decisions(batch: int) -> pa.Table:
+def _decisions(batch: int, at: int | None = None) -> pa.Table:
+    at = T0 + batch * 60_000 if at is None else at
     rows = [
         {
             "scope": "cluster",
@@ -30,8 +32,8 @@ def _decisions(batch: int) -> pa.Table:
             "cluster": "C",
             "broker_name": f"broker-{i}",
             "decision": "ISOLATE" if i % 2 else "RESTORE",
-            "effective_at": T0 + batch * 60_000 + i,
-            "available_from": T0 + batch * 60_000 + 10_000,
+            "effective_at": at + i,
+            "available_from": at + 10_000,
             "reason": "r" * (100 if i == 2 else 3),
             "cause_event_id": f"e-{batch}-{i}",
             "profile": "rocketmq-5",
@@ -109,9 +111,67 @@ def test_the_log_is_checkpointed_every_interval_and_vacuum_deletes_replaced_file
         **{**SETTINGS.model_dump(), "vacuum_retention": 0}
     )
     report = maintain_table(root / "broker_decisions", right_away)
-    assert (report.compacted, report.vacuumed, report.files_after) == (25, 25, 2)
+    assert (report.compacted, report.vacuumed) == (25, 0)  # the table says 7 days
+    sink.create_tables(root, table_properties(right_away))  # as the job does when it starts
+    _commit(root, 25, 50)
+    report = maintain_table(root / "broker_decisions", right_away)
+    assert (report.compacted, report.vacuumed, report.files_after) == (26, 51, 2)
     left = {p.name for p in (root / "broker_decisions").glob("*/part-*.parquet")}
     assert len(left) == 2 and not left & files
+
+
+HOURS_6 = 6 * 3_600_000
+
+
+def _commit_days(root: Path, batches: int) -> None:
+    """A batch every 6 hours from 2026-11-21 23:50, with its clock in ``batches``."""
+    for batch in range(batches):
+        at = T0 + batch * HOURS_6
+        metas = sink.write_file(root, "broker_decisions", _decisions(batch, at), batch, "app")
+        counter = dict.fromkeys(sink.META.names) | {"table": None, "task": 0, "clock": at}
+        sink.commit_batch(root, batch, [*metas, counter], "app", write_ms=0)
+
+
+def test_days_older_than_keep_go_whole_and_batches_go_by_their_clock(root: Path) -> None:
+    _commit_days(root, 12)  # 11-21 (batch 0), 11-22 (1 to 4), 11-23 (5 to 8), 11-24 (9 to 11)
+    decisions, batches = root / "broker_decisions", root / "batches"
+    kept = [r for r in _rows(decisions) if r["effective_at"] >= T0 + 5 * HOURS_6]
+    unchanged = maintain(root, SETTINGS)  # keep: 90 days
+    assert sum(r.expired for r in unchanged) == 0 and len(_rows(decisions)) == 36
+
+    one_day = SETTINGS.model_copy(update={"keep": DAY})
+    reports = {r.name: r for r in maintain(root, one_day)}
+
+    assert reports["broker_decisions"].expired == 15  # 11-21 and 11-22: 5 batches of 3 rows
+    assert _rows(decisions) == kept
+    days = {p[sink.PARTITION] for p in DeltaTable(str(decisions)).partitions()}
+    assert days == {"2026-11-23", "2026-11-24"}
+    assert reports["batches"].expired == 5
+    left = DeltaTable(str(batches)).to_pyarrow_table(columns=["batch_id"])
+    assert sorted(left["batch_id"].to_pylist()) == list(range(5, 12))
+    again = maintain(root, one_day)
+    assert sum(r.expired for r in again) == 0
+
+
+def test_expiry_gives_way_to_an_append_into_a_day_it_deletes(root: Path) -> None:
+    """``faultline maintain`` beside the job: the job's append into an old day commits first,
+    so the delete, planned on the version before it, is given up; the next run deletes it."""
+    _commit_days(root, 12)
+    path = root / "broker_decisions"
+    planned = DeltaTable(str(path))
+    files = pa.table(planned.get_add_actions(flatten=True))
+    metas = sink.write_file(root, "broker_decisions", _decisions(12, T0), 12, "app")
+    sink.commit_batch(root, 12, metas, "app", write_ms=0)  # 2026-11-21, meanwhile
+    assert maintain_mod._expire(planned, files, DAY) == 0
+    assert len(_rows(path)) == 13 * 3
+    assert maintain_table(path, SETTINGS.model_copy(update={"keep": DAY})).expired == 18
+
+
+def test_keep_is_a_day_at_least_or_null() -> None:
+    assert MaintenanceConfig(keep=None).keep is None
+    assert MaintenanceConfig(keep="2d").keep == 2 * DAY
+    with pytest.raises(ValueError, match="greater than or equal to 86400000"):
+        MaintenanceConfig(keep="12h")
 
 
 def test_maintenance_beside_the_jobs_commits_loses_nothing(root: Path) -> None:
