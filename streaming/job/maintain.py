@@ -107,6 +107,7 @@ def maintain_table(path: Path, settings: MaintenanceConfig) -> TableReport:
         full=True,
     )
     table.cleanup_metadata()
+    _remove_empty_days(path)
     after = len(table.file_uris())
     return TableReport(
         path.name, before, after, compacted, len(vacuumed), expired, time.perf_counter() - started
@@ -143,6 +144,16 @@ def _expire(table: DeltaTable, files: pa.Table, keep: int) -> int:
         return 0
     last = pc.max(old["batch_id"]).as_py()
     return _delete(table, f"batch_id <= {last}")
+
+
+def _remove_empty_days(path: Path) -> None:
+    """The folders of days whose files VACUUM deleted (expired, or compacted away): a folder a
+    day would otherwise stay for ever. A writer recreates its day's folder as it writes."""
+    for folder in path.glob(f"{PARTITION}=*"):
+        try:
+            folder.rmdir()
+        except OSError:  # not empty
+            continue
 
 
 def _delete(table: DeltaTable, predicate: str) -> int:

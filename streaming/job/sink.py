@@ -194,7 +194,11 @@ def write_file(
         path = root / name / relative
         with writing(root / name):
             path.parent.mkdir(parents=True, exist_ok=True)
-            pq.write_table(rows, path)
+            try:
+                pq.write_table(rows, path)
+            except FileNotFoundError:  # maintenance removed the day's empty folder meanwhile
+                path.parent.mkdir(parents=True, exist_ok=True)
+                pq.write_table(rows, path)
         metas.append(
             {
                 "table": name,

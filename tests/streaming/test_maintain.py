@@ -43,6 +43,11 @@ def _decisions(batch: int, at: int | None = None) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=sink.TABLES["broker_decisions"])
 
 
+def _right_away(settings: MaintenanceConfig) -> MaintenanceConfig:
+    """``settings`` with VACUUM deleting replaced files at once (the job refuses it)."""
+    return MaintenanceConfig.model_construct(**{**settings.model_dump(), "vacuum_retention": 0})
+
+
 def _commit(root: Path, first: int, last: int, app_id: str = "app") -> None:
     for batch in range(first, last):
         metas = sink.write_file(root, "broker_decisions", _decisions(batch), batch, app_id)
@@ -107,9 +112,7 @@ def test_the_log_is_checkpointed_every_interval_and_vacuum_deletes_replaced_file
     ]  # every 10th commit, counting the table's creation (version 0)
     files = {p.name for p in (root / "broker_decisions").glob("*/part-*.parquet")}
     assert len(files) == 25
-    right_away = MaintenanceConfig.model_construct(
-        **{**SETTINGS.model_dump(), "vacuum_retention": 0}
-    )
+    right_away = _right_away(SETTINGS)
     report = maintain_table(root / "broker_decisions", right_away)
     assert (report.compacted, report.vacuumed) == (25, 0)  # the table says 7 days
     sink.create_tables(root, table_properties(right_away))  # as the job does when it starts
@@ -151,6 +154,12 @@ def test_days_older_than_keep_go_whole_and_batches_go_by_their_clock(root: Path)
     assert sorted(left["batch_id"].to_pylist()) == list(range(5, 12))
     again = maintain(root, one_day)
     assert sum(r.expired for r in again) == 0
+    folders = {p.name for p in decisions.glob(f"{sink.PARTITION}=*")}
+    assert len(folders) == 4  # their files stay for readers of older versions
+    sink.create_tables(root, table_properties(_right_away(one_day)))
+    maintain(root, one_day)
+    folders = {p.name for p in decisions.glob(f"{sink.PARTITION}=*")}
+    assert folders == {f"{sink.PARTITION}=2026-11-23", f"{sink.PARTITION}=2026-11-24"}
 
 
 def test_expiry_gives_way_to_an_append_into_a_day_it_deletes(root: Path) -> None:
