@@ -81,6 +81,7 @@ PRODUCERS: tuple[
 )
 ID_FIELDS = ("event_id", "message_id", "origin_message_id", "transaction_id")
 PARTS = ("offsets", "commits", "state")
+ROCKSDB = "spark.sql.streaming.stateStore.rocksdb"
 
 
 def load(hour: int) -> float:
@@ -285,6 +286,15 @@ class Sampler:
         runtime = jvm.java.lang.Runtime.getRuntime()
         return int(runtime.totalMemory() - runtime.freeMemory())
 
+    def jvm_limit(self) -> int:
+        """The JVM's heap limit and what it has committed outside the heap."""
+        if self.spark is None:
+            return 0
+        jvm = self.spark.sparkContext._jvm
+        outside = jvm.java.lang.management.ManagementFactory.getMemoryMXBean()
+        committed = outside.getNonHeapMemoryUsage().getCommitted()
+        return int(jvm.java.lang.Runtime.getRuntime().maxMemory() + committed)
+
     def measure(self, batch: dict[str, Any]) -> dict[str, float]:
         """Every figure but the times, now."""
         parts = {f"checkpoint {p}": _bytes(self.checkpoint / p) for p in PARTS}
@@ -405,28 +415,30 @@ class Verdict:
     mid: float
     worst: float
     ok: bool
+    bound: float | None = None
 
 
 def verdicts(
-    samples: list[Sample], bounds: dict[str, float] | None = None, tolerance: float = 0.10
+    samples: list[Sample], limits: dict[str, float] | None = None, tolerance: float = 0.10
 ) -> list[Verdict]:
     """Each figure's peak over the run's second half against its mid-run value: its peak over
     the quarter of the run before the middle (figures saw, between maintenance runs, state
     snapshots, over the day); for the times, the medians of the same spans. A figure is within
     the goal when it stays under ``1 + tolerance`` times its mid-run value, under a floor below
     which a change is no growth (two files or log entries, 64 KB, 20 ms), or under its bound in
-    ``bounds``."""
+    ``limits`` (:func:`bounds`)."""
     if len(samples) < 4:
         return []
-    bounds = bounds or {}
+    limits = limits or {}
     half = len(samples) // 2
     quarter, second = samples[half - max(1, len(samples) // 4) : half], samples[half:]
     out = []
     for name in second[0].peaks:
         mid = max(s.peaks[name] for s in quarter)
         worst = max(s.peaks[name] for s in second)
-        ok = worst <= max(mid * (1 + tolerance), mid + _floor(name), bounds.get(name, 0))
-        out.append(Verdict(name, mid, worst, ok))
+        bound = limits.get(name)
+        ok = worst <= max(mid * (1 + tolerance), mid + _floor(name), bound or 0)
+        out.append(Verdict(name, mid, worst, ok, bound))
     batch_times = [[t for s in span for t in s.batch_seconds] for span in (quarter, second)]
     reads = [[s.read_hour for s in span] for span in (quarter, second)]
     for name, spans in (("batch time p50", batch_times), ("read one hour", reads)):
@@ -435,11 +447,21 @@ def verdicts(
     return out
 
 
-def log_bounds(checkpoint_interval: int) -> dict[str, float]:
-    """A table that commits less often than ``checkpoint_interval`` times a ``log_retention``
-    holds at most the entries since its last log checkpoint: until its first checkpoint, its
-    log grows to that many whatever the half of the run."""
-    return {f"{name} log entries": checkpoint_interval + 1 for name in TABLE_NAMES}
+def bounds(checkpoint_interval: int, jvm: int, rocksdb_cache: int | None) -> dict[str, float]:
+    """The figures' bounds by design. A table that commits less often than
+    ``checkpoint_interval`` times a ``log_retention`` keeps its log entries from its log
+    checkpoint but one: up to twice ``checkpoint_interval``, whichever half of the run it
+    reaches them in. The JVM's resident memory stays under ``jvm``: its heap's limit (Spark's
+    ``spark.driver.memory``) and what it committed outside the heap; its collector grows the
+    heap towards the limit only as it needs, so its live heap is the figure that shows a leak.
+    RocksDB's memory is its block cache, which keeps the blocks it read until it holds
+    ``rocksdb_cache`` bytes, and its memtables, which a snapshot flushes (a MB is ample for the
+    few batches between two)."""
+    out: dict[str, float] = {f"{n} log entries": 2 * checkpoint_interval + 2 for n in TABLE_NAMES}
+    out["driver JVM RSS"] = jvm
+    if rocksdb_cache is not None:
+        out["state memory"] = rocksdb_cache + (1 << 20)
+    return out
 
 
 def _floor(name: str) -> float:
@@ -458,7 +480,11 @@ def print_verdicts(found: list[Verdict]) -> int:
         "the second half, or under their bound (mid-run value -> largest after it)"
     )
     for v in sorted(found, key=lambda v: (v.ok, v.name)):
-        print(f"  {'ok  ' if v.ok else 'GREW'} {v.name:<40} {v.mid:>14,.3f} -> {v.worst:>14,.3f}")
+        bound = "" if v.bound is None else f" (bound {v.bound:,.0f})"
+        print(
+            f"  {'ok  ' if v.ok else 'GREW'} {v.name:<40} {v.mid:>14,.3f} -> {v.worst:>14,.3f}"
+            f"{bound}"
+        )
     return len(missed)
 
 
@@ -505,7 +531,11 @@ def main(argv: list[str] | None = None) -> int:
         sampler = run(events, work / "job", args.state_store[0], args, records)
         print(f"{args.state_store[0]}: {time.perf_counter() - started:.0f} s")
         sampler.print_tables()
-        found = verdicts(sampler.samples, log_bounds(args.checkpoint_interval))
+        cache = None
+        if args.state_store[0] == "rocksdb":  # Spark's default: 8 MB
+            cache = int(sampler.spark.conf.get(f"{ROCKSDB}.blockCacheSizeMB", "8")) << 20
+        limits = bounds(args.checkpoint_interval, sampler.jvm_limit(), cache)
+        found = verdicts(sampler.samples, limits)
         return 1 if print_verdicts(found) else 0
     finally:
         shutil.rmtree(work, ignore_errors=True)

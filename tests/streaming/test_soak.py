@@ -21,7 +21,7 @@ import pytest
 from streaming.bench import soak
 
 ROOT = Path(__file__).parents[2]
-TIMED = ("batch time p50", "read one hour", "RSS")
+TIMED = ("batch time p50", "read one hour", "RSS", "heap live")
 
 
 def test_the_episodes_cover_the_days_with_unique_ids_rotating_brokers_and_restarts() -> None:
