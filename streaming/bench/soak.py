@@ -44,10 +44,9 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from pydantic import TypeAdapter
 
 from streaming.bench.tables import read_hour
-from streaming.config import Duration, Scenario, load_job_config
+from streaming.config import Scenario, duration_flag, load_job_config
 from streaming.job import sink
 from streaming.job.maintain import table_properties
 from streaming.job.progress import Progress
@@ -168,17 +167,16 @@ def soak_events(days: int, seed: int = 0) -> Iterator[dict[str, Any]]:
                 yield event
 
 
-def write_events(days: int, folder: Path, seed: int = 0, per_file: int = 20_000) -> int:
-    """:func:`soak_events` as JSON-lines files in ``folder``; returns how many."""
+def write_events(days: int, folder: Path, seed: int = 0, per_file: int = 20_000) -> None:
+    """:func:`soak_events` as JSON-lines files in ``folder``."""
     chunk: list[dict[str, Any]] = []
-    total = part = 0
+    part = 0
     for event in soak_events(days, seed):
         chunk.append(event)
         if len(chunk) == per_file:
             write_jsonl(chunk, folder, per_file, first_part=part)
-            total, part, chunk = total + len(chunk), part + 1, []
+            part, chunk = part + 1, []
     write_jsonl(chunk, folder, per_file, first_part=part)
-    return total + len(chunk)
 
 
 def _bytes(folder: Path) -> int:
@@ -261,12 +259,12 @@ class Sampler:
         for name, value in self.measure(batch).items():
             self._peaks[name] = max(value, self._peaks.get(name, value))
         if (int(batch["batch_id"]) + 1) % self.every == 0:
-            decisions, clock = self.output / TableName.BROKER_DECISIONS, batch["clock"] or 0
+            decisions, clock = self.output / TableName.BROKER_DECISIONS, int(batch["clock"] or 0)
             reads = [read_hour(decisions, clock)[0] for _ in range(3)]
             self._peaks["driver JVM heap live"] = self.live_heap()
             sample = Sample(
                 int(batch["batch_id"]),
-                int(batch["clock"] or 0),
+                clock,
                 self._peaks,
                 self._times,
                 statistics.median(reads),
@@ -500,11 +498,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", default="7d", help="maintenance.keep (event time)")
     parser.add_argument("--checkpoint-interval", type=int, default=100,
                         help="maintenance.checkpoint_interval")  # fmt: skip
-    parser.add_argument("--vacuum-retention", type=_duration, default="5m")
-    parser.add_argument("--log-retention", type=_duration, default="5m")
+    parser.add_argument("--vacuum-retention", default="5m")
+    parser.add_argument("--log-retention", default="5m")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--events", type=Path, help=argparse.SUPPRESS)  # written already
     args = parser.parse_args(argv)
+    for flag in ("vacuum_retention", "log_retention"):
+        setattr(args, flag, duration_flag(f"--{flag.replace('_', '-')}", getattr(args, flag)))
 
     work = Path(tempfile.mkdtemp(prefix="faultline-soak-"))
     try:
@@ -518,11 +518,10 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
         if len(args.state_store) > 1:  # each store in a process of its own: its own memory
-            rest = [a for a in (argv if argv is not None else sys.argv[1:])]
-            rest = _without(rest, "--state-store", len(args.state_store))
             failed = 0
-            for store in args.state_store:
-                command = [sys.executable, "-m", "streaming.bench.soak", *rest]
+            for store in args.state_store:  # the last --state-store given is the one it takes
+                command = [sys.executable, "-m", "streaming.bench.soak"]
+                command += [*(sys.argv[1:] if argv is None else argv)]
                 command += ["--state-store", store, "--events", str(events)]
                 failed += subprocess.run(command, check=False).returncode != 0
             return 1 if failed else 0
@@ -539,18 +538,6 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if print_verdicts(found) else 0
     finally:
         shutil.rmtree(work, ignore_errors=True)
-
-
-def _duration(text: str) -> int:
-    return int(TypeAdapter(Duration).validate_python(text))
-
-
-def _without(args: list[str], flag: str, values: int) -> list[str]:
-    """``args`` without ``flag`` and its values."""
-    if flag not in args:
-        return args
-    at = args.index(flag)
-    return args[:at] + args[at + 1 + values :]
 
 
 if __name__ == "__main__":

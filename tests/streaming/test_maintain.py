@@ -176,6 +176,24 @@ def test_expiry_gives_way_to_an_append_into_a_day_it_deletes(root: Path) -> None
     assert maintain_table(path, SETTINGS.model_copy(update={"keep": DAY})).expired == 18
 
 
+def test_a_task_writes_into_a_day_whose_empty_folder_maintenance_removes_as_it_writes(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write = sink.pq.write_table
+    removed: list[Path] = []
+
+    def after_removal(rows: pa.Table, path: Path) -> None:
+        if not removed:  # maintenance's rmdir between the task's mkdir and its write
+            path.parent.rmdir()
+            removed.append(path.parent)
+        write(rows, path)
+
+    monkeypatch.setattr(sink.pq, "write_table", after_removal)
+    _commit(root, 0, 1)
+    assert removed and removed[0].is_dir()
+    assert len(_rows(root / "broker_decisions")) == 3
+
+
 def test_keep_is_a_day_at_least_or_null() -> None:
     assert MaintenanceConfig(keep=None).keep is None
     assert MaintenanceConfig(keep="2d").keep == 2 * DAY
