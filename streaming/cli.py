@@ -83,6 +83,12 @@ def _parser() -> argparse.ArgumentParser:
     sim.add_argument("--scenario", default="default", help="conf/scenarios/NAME.yaml or a path")
     sim.add_argument("--out", help="a folder for JSON-lines files")
     sim.add_argument(
+        "--reporting",
+        choices=("full", "summary"),
+        help="how producers and consumers report: every send, or summaries of what cannot "
+        "change a decision (default: the scenario's own)",
+    )
+    sim.add_argument(
         "--config", help="YAML settings: kafka_bootstrap, topic and kafka_options are used"
     )
     sim.add_argument("--kafka-bootstrap", help="Kafka: HOST:PORT[,...]")
@@ -185,7 +191,10 @@ def _simulate(args: argparse.Namespace) -> int:
         config = load_job_config(args.config, kafka)
         if not config.kafka_bootstrap or not config.topic:
             raise ConfigError(usage)
-    events = simulate(load_scenario(args.scenario))
+    scenario = load_scenario(args.scenario)
+    if args.reporting is not None:
+        scenario = scenario.model_copy(update={"reporting": args.reporting})
+    events = simulate(scenario)
     if config is None:
         paths = write_jsonl(events, Path(args.out))
         print(f"faultline: {len(events)} events of {args.scenario} in {len(paths)} files")

@@ -1,4 +1,9 @@
-"""What a producer embeds to follow faultline's decisions.
+"""What a producer embeds: :class:`Reporter` to report its sends and consumes, and the clients
+that follow faultline's decisions.
+
+A producer reports after each send attempt and each consume through a :class:`Reporter`
+(:class:`KafkaReporter` publishes to the send-results topic): in full what can change a
+decision, the rest in summaries (the README's "Reporting in summaries").
 
 faultline publishes the cluster scope's decisions to a compacted topic (``faultline.decisions``):
 key ``broker/<cluster>/<broker>``, the latest decision for that broker, with ``state``
@@ -27,6 +32,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from udfs.rocketmq import PROFILES, FaultTable, Outcome, SendMode, attempt_effect
 from udfs.vocabulary import Decision, ProducerState
 
 Q = TypeVar("Q")
@@ -246,3 +252,308 @@ class DecisionClient:
         if self._thread.is_alive():
             self._thread.join(timeout=5)
         self._consumer.close()
+
+
+# --- reporting send results -------------------------------------------------------------------
+
+WINDOW_MS = 1_000
+"""A summary's window of event time, aligned to the epoch: it divides the latency-outlier window
+(10 s by default), so no summary straddles one."""
+BUFFER = 10_000
+"""Records a reporter holds while Kafka cannot take them; a full buffer drops summaries first."""
+
+
+class Reporter:
+    """What a producer calls after each send attempt (:meth:`send`) and each consume
+    (:meth:`consume`), and at shutdown (:meth:`close`): it reports in full every send that can
+    change a decision, and summarizes the rest per (topic, broker, mode) over windows of
+    ``window_ms`` of event time. A send is reported in full when it
+
+    - is not ``SEND_OK`` (a failure, a timeout, a store that is not OK);
+    - is a retry (``attempt`` > 0: its routing decision is made from it);
+    - took a latency in an isolating band of its profile (550 ms and more in every shipped one);
+    - went to a broker that the producer's own FaultTable holds not yet available at its event
+      time (RocketMQ 4.x overwrites an isolation with the next answer), with the latency fault
+      switch on; the reporter keeps that table itself, from the sends it is given, as the job's
+      ``producer`` scope does;
+    - is delayed (``delay_level``), redelivered (``redelivery_count``) or transactional.
+
+    Every other send is a SEND_OK first attempt whose only effect is the broker's latest
+    latency (and 5.x's reachable flag): a summary carries the first and the last of its window,
+    which is all a FaultTable keeps of them, and their count, sum, maximum and histogram for the
+    latency-outlier windows. A consume that asks for a retry is reported in full; successful
+    ones are counted per (group, topic).
+
+    A summary goes out when its window closes (at the first call at or after its end, or at
+    :meth:`flush`), before a full event of its broker (so the job applies them in order), before
+    any failed send of a 4.x producer with the switch on (its retry may call ``pickOneAtLeast``,
+    which orders the whole table by each broker's latest latency), and at :meth:`close`. Nothing blocks: records wait in a buffer of ``buffer`` records for ``sink``
+    (a callable taking a record and returning whether it was taken); a full buffer drops its
+    oldest summary for a full event, drops a new summary before anything else, and drops a full
+    event only when it holds nothing else. What it dropped is counted (:attr:`dropped`) and
+    told in the next summary's ``dropped``.
+
+    Each send is a ``send_result`` event (the README's "Input events") as a dict; ``event_id``
+    may be left out (the reporter numbers its events), and ``queue_index``, the producer's
+    ``sendWhichQueue`` after the send, is carried into summaries only.
+    """
+
+    def __init__(
+        self,
+        producer_id: str,
+        sink: Callable[[dict[str, Any]], bool],
+        *,
+        cluster: str = "default",
+        producer_group: str | None = None,
+        client_profile: str = "rocketmq-4.9",
+        latency_fault_enable: bool = True,
+        window_ms: int = WINDOW_MS,
+        buffer: int = BUFFER,
+    ) -> None:
+        if window_ms <= 0 or buffer <= 0:
+            raise ValueError(f"window_ms {window_ms} and buffer {buffer} must be positive")
+        self.profile = PROFILES[client_profile]
+        self.base = {
+            "cluster": cluster,
+            "producer_id": producer_id,
+            "producer_group": producer_group,
+            "client_profile": client_profile,
+            "latency_fault_enable": latency_fault_enable,
+        }
+        self.sink, self.window_ms, self.buffer = sink, window_ms, buffer
+        self.isolating = self.profile.isolating_ms
+        self.bounds = list(self.profile.latency_max)
+        self.table = FaultTable(self.profile) if latency_fault_enable else None
+        self.windows: dict[tuple[str, ...], dict[str, Any]] = {}
+        self.pending: list[dict[str, Any]] = []
+        self.dropped = 0
+        """Records dropped for a full buffer, all told."""
+        self._untold = 0
+        self._index: dict[str, int] = {}
+        """Each topic's last ``queue_index``: a summary covers sends over which it only grew."""
+        self._seq = 0
+        self.full = self.summarized = self.summaries = 0
+        """Sends (and consumes) reported in full, summarized, and the summaries sent."""
+
+    def send(self, event: dict[str, Any]) -> None:
+        """One send attempt's result (a ``send_result`` event's fields)."""
+        e = {**self.base, "kind": "send_result", "mode": "SYNC", **event}
+        index = e.pop("queue_index", None)
+        e.setdefault("event_id", self._id())
+        t, broker, topic = int(e["event_time"]), str(e["broker_name"]), str(e["topic"])
+        self._close_windows(t)
+        if index is not None:
+            if index < self._index.get(topic, index):  # reset (5.x retry, a new route)
+                for key in [k for k in self.windows if k[:2] == ("send", topic)]:
+                    self._emit(self._summary(key))
+            self._index[topic] = index
+        if self._in_full(e, t, broker):
+            self.full += 1
+            # what came before it goes first: of its broker, or of every broker before a 4.x
+            # failure, whose retry may order the whole table by latency (pickOneAtLeast)
+            every = self.table is not None and self.profile.line != "5" and e["outcome"] != "SEND_OK"
+            for key in [k for k in self.windows if k[:3] == ("send", topic, broker) or every]:
+                if key[0] == "send":
+                    self._emit(self._summary(key))
+            self._emit(e)
+        else:
+            self.summarized += 1
+            self._add(e, t, broker, index)
+        self._learn(e, t, broker)
+
+    def consume(self, event: dict[str, Any]) -> None:
+        """One consume's result (a ``consume_result`` event's fields)."""
+        e = {"cluster": self.base["cluster"], "kind": "consume_result", **event}
+        e.setdefault("event_id", self._id())
+        t = int(e["event_time"])
+        self._close_windows(t)
+        if e.get("status") != "CONSUME_SUCCESS":
+            self.full += 1
+            self._emit(e)
+            return
+        self.summarized += 1
+        key = ("consume", str(e["consumer_group"]), str(e["topic"]))
+        w = self.windows.get(key)
+        if w is None:
+            start = t // self.window_ms * self.window_ms
+            w = self.windows[key] = {
+                "cluster": e["cluster"],
+                "kind": "consume_summary",
+                "consumer_group": key[1],
+                "topic": key[2],
+                "messages": 0,
+                "window_start": start,
+                "window_end": start + self.window_ms,
+            }
+        w["messages"] += 1
+        w["event_id"], w["event_time"] = str(e["event_id"]), t
+
+    def flush(self, now: int | None = None) -> None:
+        """Send the summaries whose window ended by ``now`` (event time; all of them without),
+        and hand the buffer to the sink."""
+        if now is None:
+            for key in list(self.windows):
+                self._emit(self._summary(key))
+        else:
+            self._close_windows(now)
+        self._drain()
+
+    def close(self) -> None:
+        """At shutdown: every open summary goes out."""
+        self.flush()
+
+    # -- the rule ----------------------------------------------------------------------------
+
+    def _in_full(self, e: dict[str, Any], t: int, broker: str) -> bool:
+        return (
+            e.get("outcome") != "SEND_OK"
+            or int(e.get("attempt") or 0) > 0
+            or int(e["latency_ms"]) >= self.isolating
+            or bool(e.get("delay_level"))
+            or bool(e.get("redelivery_count"))
+            or e.get("transaction") is not None
+            or (self.table is not None and not self.table.is_available(broker, t))
+        )
+
+    def _learn(self, e: dict[str, Any], t: int, broker: str) -> None:
+        """The producer's own FaultTable after the send, as the job's producer scope keeps it
+        (every update at the event's time)."""
+        if self.table is None:
+            return
+        effect = attempt_effect(
+            self.profile,
+            Outcome(e["outcome"]),
+            int(e["latency_ms"]),
+            mode=SendMode(e.get("mode") or "SYNC"),
+            attempt=int(e.get("attempt") or 0),
+            response_code=e.get("response_code"),
+        )
+        for r in effect.reports:
+            latency = 0 if r.phase == "dispatch" else int(e["latency_ms"])
+            self.table.report(broker, latency, r.isolation, t, r.reachable)
+
+    # -- summaries ---------------------------------------------------------------------------
+
+    def _add(self, e: dict[str, Any], t: int, broker: str, index: int | None) -> None:
+        key = ("send", str(e["topic"]), broker, str(e.get("mode") or "SYNC"))
+        w = self.windows.get(key)
+        latency = int(e["latency_ms"])
+        if w is None:
+            start = t // self.window_ms * self.window_ms
+            w = self.windows[key] = {
+                **self.base,
+                "kind": "send_summary",
+                "topic": key[1],
+                "broker_name": broker,
+                "mode": key[3],
+                "outcome": "SEND_OK",
+                "messages": 0,
+                "window_start": start,
+                "window_end": start + self.window_ms,
+                "first_time": t,
+                "first_latency_ms": latency,
+                "first_event_id": str(e["event_id"]),
+                "latency_total": 0,
+                "latency_max": 0,
+                "histogram": [0] * (len(self.bounds) + 1),
+            }
+            if index is not None:
+                w["queue_index_start"] = index
+        w["messages"] += 1
+        w["latency_total"] += latency
+        w["latency_max"] = max(w["latency_max"], latency)
+        w["histogram"][bisect.bisect_right(self.bounds, latency)] += 1
+        w["event_id"], w["event_time"], w["latency_ms"] = str(e["event_id"]), t, latency
+        if index is not None:
+            w["queue_index_end"] = index
+
+    def _summary(self, key: tuple[str, ...]) -> dict[str, Any]:
+        return self.windows.pop(key)
+
+    def _close_windows(self, t: int) -> None:
+        for key in [k for k, w in self.windows.items() if w["window_end"] <= t]:
+            self._emit(self._summary(key))
+
+    def _id(self) -> str:
+        self._seq += 1
+        return f"{self.base['producer_id']}-r{self._seq:09d}"
+
+    # -- the buffer --------------------------------------------------------------------------
+
+    def _emit(self, record: dict[str, Any]) -> None:
+        summary = str(record["kind"]).endswith("_summary")
+        if len(self.pending) >= self.buffer:
+            self._drain()
+        if len(self.pending) >= self.buffer:
+            oldest = next(
+                (i for i, r in enumerate(self.pending) if str(r["kind"]).endswith("_summary")),
+                None,
+            )
+            if summary or oldest is None:
+                self._drop(1)
+                return
+            evicted = self.pending.pop(oldest)
+            self._drop(1)
+            self._untold += int(evicted["dropped"])  # what it would have told
+            self.summaries -= 1
+        if summary:
+            record["dropped"], self._untold = self._untold, 0
+            self.summaries += 1
+        self.pending.append({k: v for k, v in record.items() if v is not None})
+        self._drain()
+
+    def _drop(self, n: int) -> None:
+        self.dropped += n
+        self._untold += n
+
+    def _drain(self) -> None:
+        taken = 0
+        for record in self.pending:
+            if not self.sink(record):
+                break
+            taken += 1
+        del self.pending[:taken]
+
+
+class KafkaReporter(Reporter):
+    """A :class:`Reporter` that publishes to the send-results topic with confluent-kafka (key:
+    the producer id, so one producer's records keep their order in one partition). It never
+    waits: a record Kafka's client cannot queue stays in the reporter's buffer."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        producer_id: str,
+        options: dict[str, str] | None = None,
+        **settings: Any,
+    ) -> None:
+        from confluent_kafka import Producer
+
+        self.topic = topic
+        self._producer = Producer(
+            {"bootstrap.servers": bootstrap, "linger.ms": "50", **(options or {})}
+        )
+        super().__init__(producer_id, self._produce, **settings)
+
+    def _produce(self, record: dict[str, Any]) -> bool:
+        try:
+            self._producer.produce(
+                self.topic,
+                json.dumps(record, separators=(",", ":")).encode(),
+                key=str(record.get("producer_id") or record.get("consumer_group")).encode(),
+            )
+        except BufferError:
+            self._producer.poll(0)
+            return False
+        self._producer.poll(0)
+        return True
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Send every open summary and wait up to ``timeout`` seconds for Kafka to take it."""
+        super().close()
+        deadline = time.monotonic() + timeout
+        while self.pending and time.monotonic() < deadline:
+            self._producer.flush(0.1)
+            self._drain()
+        self._producer.flush(max(0.0, deadline - time.monotonic()))

@@ -203,6 +203,10 @@ class ProducerSpec(_Strict):
     the engine alongside and shows the producer each decision ``decision_delay`` after it)."""
     instances: PositiveInt = 1
     """This many producers alike, ``<id>-0000`` onwards (each with its own random stream)."""
+    reporting: Literal["full", "summary"] | None = None
+    """How the producer reports its sends (:class:`streaming.client.Reporter`): ``full``, one
+    ``send_result`` per attempt; ``summary``, in full only what can change a decision and the
+    rest in summaries; None follows the scenario's ``reporting``."""
 
     @field_validator("mode")
     @classmethod
@@ -275,6 +279,9 @@ class Scenario(_Strict):
     producers: list[ProducerSpec]
     consumers: list[ConsumerSpec] = []
     faults: list[FaultSpec] = []
+    reporting: Literal["full", "summary"] = "full"
+    """How producers (unless they say otherwise) and consumers report: one event per send or
+    consume, or summaries of what cannot change a decision."""
     decision_delay: Duration = 2_000
     """For ``faultline`` producers: from a decision's event time to when they act on it (the
     job's trigger interval plus its batch time; measured at 1.3 to 3.3 s)."""
@@ -433,6 +440,10 @@ class JobConfig(_Strict):
     """The files source: a folder of JSON-lines or Parquet files."""
     scenario: str = "default"
     """The simulator's scenario: ``conf/scenarios/NAME.yaml``, or a path."""
+    reporting: Literal["full", "summary"] | None = None
+    """How the simulator's producers and consumers report, for the whole scenario: one record
+    per send (``full``) or summaries of what cannot change a decision (``summary``); None
+    keeps the scenario's own."""
     output: str = "output"
     """The root of the Delta tables."""
     checkpoint: str = "checkpoints"

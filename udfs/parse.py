@@ -62,6 +62,7 @@ STRING_FIELDS = (
     "transaction_id",
     "check_immunity",
     "local_state",
+    "first_event_id",
 )
 INT_FIELDS = tuple(
     name
@@ -75,8 +76,15 @@ REQUIRED = {
     EventKind.HEARTBEAT: ("broker_name",),
     EventKind.TRANSACTION_END: ("transaction_id", "broker_name", "local_state"),
     EventKind.TRANSACTION_CHECK: ("transaction_id", "broker_name", "local_state"),
-}
-TYPED_FIELDS = (*STRING_FIELDS, *INT_FIELDS, "event_time", "latency_fault_enable", "brokers")
+    EventKind.SEND_SUMMARY: (
+        "producer_id", "topic", "broker_name", "latency_ms", "messages", "window_start",
+        "window_end", "latency_total", "latency_max", "histogram",
+    ),
+    EventKind.CONSUME_SUMMARY: ("consumer_group", "topic", "messages", "window_start", "window_end"),
+}  # fmt: skip
+TYPED_FIELDS = (
+    *STRING_FIELDS, *INT_FIELDS, "event_time", "latency_fault_enable", "brokers", "histogram"
+)  # fmt: skip
 """Every field the parser types, in the order a ``WRONG_TYPE`` reason names them."""
 
 _BROKER = pa.struct(
@@ -89,6 +97,7 @@ _READ = pa.schema(
         ("event_time", pa.int64()),
         ("latency_fault_enable", pa.bool_()),
         ("brokers", pa.list_(_BROKER)),
+        ("histogram", pa.list_(pa.int64())),
     ]
 )
 """What a record is read as; ``_wrong`` lists the fields it had of another type."""
@@ -228,6 +237,7 @@ _SUSPECT = "|".join(
         rf'"(?:{_NUMBERS_NAMED})"\s*:\s*(?:[^-0-9n\s]|-?[0-9]+[.eE])',  # ... no whole number
         r'"latency_fault_enable"\s*:\s*[^tfn\s]',
         r'"brokers"\s*:\s*(?:[^\[n\s]|\[\s*[^{\]\s])',  # not a list of objects
+        r'"histogram"\s*:\s*(?:[^\[n\s]|\[[^\]]*[^-0-9,\]\s])',  # not a list of whole numbers
         r"[0-9]{19}|NaN|Infinity|[0-9][eE][-+]?[0-9]{3}",  # numbers Arrow cannot hold
         r"\\u[dD][89a-fA-F]",  # an escaped surrogate, which may stand alone
         r'"\s+:',  # a name apart from its colon, which _twice_named does not see
@@ -467,6 +477,8 @@ def _convert(name: str, value: Any) -> Any:
         value = "true" if value else "false"
     if name == "brokers":
         return _brokers(value)
+    if name == "histogram":
+        return _counts(value)
     if isinstance(value, dict | list):
         return None
     if name in STRING_FIELDS:
@@ -533,6 +545,138 @@ def _brokers(value: Any) -> list[dict[str, Any]] | None:
                 return None
         out.append(broker)
     return out
+
+
+_SUMMARY_PROFILE = "rocketmq-4.9"
+"""The profile a send summary without ``client_profile`` is checked against (the engine's
+default client profile; every shipped profile has the same bands)."""
+
+
+def _summary_faults(
+    t: pa.Table, columns: dict[str, Any], kind: _Kinds, et: np.ndarray, n: int
+) -> list[tuple[np.ndarray, Any]]:
+    """The ways a summary contradicts itself or summarizes what the reporting rule sends in
+    full, in the order they are judged: each a mask of the records and the reason's text."""
+    sends, consumes = kind.of(EventKind.SEND_SUMMARY), kind.of(EventKind.CONSUME_SUMMARY)
+    summaries = sends | consumes
+    if not summaries.any():
+        return []
+
+    def ints(name: str, fill: int) -> np.ndarray:
+        return _np(columns[name], fill).astype(np.int64)
+
+    messages, start, end = ints("messages", 1), ints("window_start", 0), ints("window_end", 1)
+    first = np.where(_np(columns["first_time"].is_valid(), False), ints("first_time", 0), et)
+    last_ms, first_ms = ints("latency_ms", 0), ints("first_latency_ms", 0)
+    first_ms = np.where(_np(columns["first_latency_ms"].is_valid(), False), first_ms, last_ms)
+    total, most = ints("latency_total", 0), ints("latency_max", 0)
+    q0, q1 = ints("queue_index_start", 0), ints("queue_index_end", 0)
+    profiles = _np(pc.fill_null(t.column("client_profile"), _SUMMARY_PROFILE), _SUMMARY_PROFILE)
+    known = np.isin(profiles, list(PROFILES))
+    bands = np.array([len(PROFILES[p].latency_max) + 1 if p in PROFILES else 0 for p in profiles])
+    isolating = np.array([PROFILES[p].isolating_ms if p in PROFILES else 0 for p in profiles])
+    histograms = np.flatnonzero(sends & _np(t.column("histogram").is_valid(), False))
+    length = np.zeros(n, dtype=np.int64)
+    counted = np.zeros(n, dtype=np.int64)
+    if len(histograms):
+        lists = t.column("histogram").take(histograms)
+        length[histograms] = _np(pc.list_value_length(lists), 0)
+        counted[histograms] = [sum(x or 0 for x in h) for h in lists.to_pylist()]
+    negative = np.zeros(n, dtype=bool)
+    for name in ("first_latency_ms", "latency_total", "latency_max"):
+        negative |= _np(columns[name], 0) < 0
+    outcome = t.column("outcome")
+    full = (
+        (_np(columns["attempt"], 0) > 0)
+        | (_np(columns["delay_level"], 0) > 0)
+        | (_np(columns["redelivery_count"], 0) > 0)
+        | _np(t.column("transaction").is_valid(), False)
+    )
+    return [
+        (
+            summaries & (messages < 1),
+            lambda i: f"messages {messages[i]}: a summary stands for at least one message",
+        ),
+        (
+            summaries & (end <= start),
+            lambda i: f"window_end {end[i]} is not after window_start {start[i]}",
+        ),
+        (
+            summaries & ((et < start) | (et >= end)),
+            lambda i: f"event_time {et[i]} is outside its window [{start[i]}, {end[i]})",
+        ),
+        (
+            sends & ((first < start) | (first > et) | (messages == 1) & (first != et)),
+            lambda i: (
+                f"first_time {first[i]} is not between window_start {start[i]} and the last "
+                f"send's event_time {et[i]} (or differs from it with one message)"
+            ),
+        ),
+        (
+            sends & _np(pc.not_equal(outcome, "SEND_OK"), False),
+            lambda i: (
+                f"outcome {outcome[i].as_py()}: a send summary counts SEND_OK sends only, the "
+                "others are reported in full"
+            ),
+        ),
+        (
+            sends & full,
+            "a retry, a delayed, redelivered or transactional send is reported in full, never "
+            "summarized",
+        ),
+        (
+            sends & known & (length != bands),
+            lambda i: (
+                f"histogram has {length[i]} buckets; the latency bands of {profiles[i]} make "
+                f"{bands[i]}"
+            ),
+        ),
+        (
+            sends & (counted != messages),
+            lambda i: f"histogram counts {counted[i]} sends, messages says {messages[i]}",
+        ),
+        (
+            sends
+            & (
+                negative
+                | (most < np.maximum(last_ms, first_ms))
+                | (total < most)
+                | (messages > 1) & (total < last_ms + first_ms)
+                | (total > most * messages)
+            ),
+            lambda i: (
+                f"latencies do not add up: latency_total {total[i]}, latency_max {most[i]}, "
+                f"first {first_ms[i]} and last {last_ms[i]} ms over {messages[i]} sends"
+            ),
+        ),
+        (
+            sends & known & (most >= isolating),
+            lambda i: (
+                f"latency_max {most[i]} ms is in an isolating band of {profiles[i]} (from "
+                f"{isolating[i]} ms): such a send is reported in full"
+            ),
+        ),
+        (
+            sends & (q1 < q0),
+            lambda i: f"queue_index_end {q1[i]} is before queue_index_start {q0[i]}",
+        ),
+        (
+            summaries & (_np(columns["dropped"], 0) < 0),
+            lambda i: f"dropped {columns['dropped'][i]} is negative",
+        ),
+    ]
+
+
+def _counts(value: Any) -> list[int] | None:
+    """A list of whole numbers (read as their texts), or None."""
+    if not isinstance(value, list) or not all(
+        isinstance(v, str) and _INTEGER.fullmatch(v.strip()) for v in value
+    ):
+        return None
+    counts = [_int(v.strip()) for v in value]
+    if any(c is None or not -(2**63) <= c < 2**63 for c in counts):
+        return None
+    return counts  # type: ignore[return-value]
 
 
 def _combine(n: int, parts: list[tuple[np.ndarray, pa.Table]]) -> pa.Table:
@@ -764,6 +908,8 @@ def _validate(
         ReasonCode.INVALID_ROUTE,
         "a route broker needs broker_name and write_queue_nums > 0",
     )
+    for mask, text in _summary_faults(t, columns, kind, et, n):
+        check(mask, ReasonCode.INVALID_SUMMARY, text)
     columns.update(
         {name: t.column(name) for name in (*STRING_FIELDS, "event_time", "latency_fault_enable")}
     )

@@ -24,7 +24,18 @@ Input (:data:`EVENTS`), one kind per event (:data:`EVENT_KINDS`):
   heartbeat, scanning every 10 s);
 * ``transaction_end`` and ``transaction_check``: ``transaction_id``, ``broker_name``,
   ``local_state`` (:class:`udfs.rocketmq.LocalTransactionState`), and for a check
-  ``check_times``.
+  ``check_times``;
+* ``send_summary``: the sends of one producer to one broker and topic over a window of event
+  time (``window_start`` to ``window_end``) that could not change a decision
+  (:mod:`streaming.client`'s reporting rule): ``messages`` of them, all ``SEND_OK`` first
+  attempts; ``event_time`` and ``latency_ms`` are the last one's, ``first_time``,
+  ``first_latency_ms`` and ``first_event_id`` the first one's; ``latency_total``,
+  ``latency_max`` and a ``histogram`` in the profile's latency bands (read and checked by the
+  parser, not carried on); ``queue_index_start`` and ``queue_index_end``, the producer's
+  ``sendWhichQueue`` before the first and after the last; ``dropped``, the summaries the
+  producer's reporter dropped since its last one;
+* ``consume_summary``: a consumer group's successful consumes of a topic over a window
+  (``messages``, ``window_start``, ``window_end``, ``dropped``).
 
 Output: :data:`TABLES` and :data:`BATCHES`, each row with ``batch_id``. Scopes: ``cluster`` is
 one fault table fed by every producer (the shared view producers read back); ``producer`` is the
@@ -71,6 +82,17 @@ EVENTS = pa.schema(
         ("check_immunity", pa.string()),
         ("local_state", pa.string()),
         ("check_times", pa.int32()),
+        ("messages", pa.int64()),
+        ("window_start", pa.int64()),
+        ("window_end", pa.int64()),
+        ("first_time", pa.int64()),
+        ("first_latency_ms", pa.int64()),
+        ("first_event_id", pa.string()),
+        ("latency_total", pa.int64()),
+        ("latency_max", pa.int64()),
+        ("queue_index_start", pa.int64()),
+        ("queue_index_end", pa.int64()),
+        ("dropped", pa.int64()),
         ("brokers_json", pa.string()),
         ("raw", pa.string()),
         ("origin", pa.string()),
@@ -371,12 +393,17 @@ BATCHES = pa.schema(
         ("state_memory_bytes", pa.int64()),
         ("state_ms", pa.int64()),
         ("publish_ms", pa.int64()),
+        ("messages", pa.int64()),
+        ("dropped", pa.int64()),
     ]
 )
 """One row per micro-batch, written by the sink's commit. ``input`` counts the records that
 reached the stateful operator; each of them is ``valid`` (applied), ``quarantined``, ``late`` or
 one of the ``duplicates`` (an event id applied before), so ``input`` is their sum. ``stale``
-counts valid updates older than the FaultItem they would replace.
+counts valid updates older than the FaultItem they would replace. ``messages`` counts the
+messages the valid events stand for (a summary its ``messages``, any other event 1), and
+``dropped`` the summaries the producers' reporters dropped (their ``dropped`` fields), so the
+sends a full buffer lost are counted though they never arrived.
 
 Timings: ``write_ms`` is the batch's run in Spark (read, shuffle, the operator) plus publishing,
 ``commit_ms`` the Delta commits; of the operator, summed over its clusters, ``receive_ms``

@@ -89,6 +89,8 @@ class ReasonCode(StrEnum):
     UNKNOWN_TRANSACTION = "UNKNOWN_TRANSACTION"
     UNKNOWN_LOCAL_STATE = "UNKNOWN_LOCAL_STATE"
     INVALID_TRANSACTION = "INVALID_TRANSACTION"
+    INVALID_SUMMARY = "INVALID_SUMMARY"
+    """A summary that contradicts itself or summarizes a send the rule reports in full."""
     FUTURE_EVENT_TIME = "FUTURE_EVENT_TIME"
     """Found by the engine, not the parser: an event too far ahead of its record's ingest time."""
 
@@ -102,6 +104,8 @@ class EventKind(StrEnum):
     HEARTBEAT = "heartbeat"
     TRANSACTION_END = "transaction_end"
     TRANSACTION_CHECK = "transaction_check"
+    SEND_SUMMARY = "send_summary"
+    CONSUME_SUMMARY = "consume_summary"
 
 
 class TableName(StrEnum):

@@ -8,6 +8,7 @@ rows written per table (a regression in either shows there). The last line is th
     python -m streaming.bench.throughput [--source files|kafka] [--scenario default] [--repeat 4]
                               [--speed 1] [--batch 50000] [--shards 1] [--floor [read]]
                               [--state-store hdfs|rocksdb] [--retain N] [--fuzzed SHARE]
+                              [--reporting full|summary]
 
 The pass-through reads the same records with the same source and writes every raw record to a
 Delta table through an executor-side Parquet writer and a driver-side commit, as the job's sink
@@ -32,6 +33,10 @@ on disk after the run (and every 10 batches, from 20 batches on).
 scenario's events mixed among them), runs the pass-through and the full job on them, then the
 full job once more on the clean events alone, and ends with the steady ratio of the full job's
 records/s on the fuzzed input to that on the clean.
+``--reporting summary`` has the scenario's producers report in summaries
+(:class:`streaming.client.Reporter`), ``full`` one record per send: the full job's line is then
+followed by the messages its records stand for per second ("messages covered"), the figure that
+compares the two (``--scenario volume``).
 """
 
 from __future__ import annotations
@@ -80,19 +85,39 @@ def _publish(folder: Path, bootstrap: str) -> None:
 
 
 def _events(
-    scenario: str, repeat: int, folder: Path, speed: int = 1, fuzzed: float = 0.0, batch: int = 1
+    scenario: str,
+    repeat: int,
+    folder: Path,
+    speed: int = 1,
+    fuzzed: float = 0.0,
+    batch: int = 1,
+    reporting: str | None = None,
 ) -> int:
     """The scenario's events, repeated with shifted ids and played ``speed`` times as fast, as
     JSON-lines files; with ``fuzzed`` that share of the records are mutants of them (placed as
-    :func:`streaming.sim.fuzz.mixed_stream` does for micro-batches of ``batch``), in one file."""
-    events = simulate(load_scenario(scenario))
+    :func:`streaming.sim.fuzz.mixed_stream` does for micro-batches of ``batch``), in one file;
+    ``reporting`` overrides the scenario's (``full`` or ``summary``)."""
+    spec = load_scenario(scenario)
+    if reporting is not None:
+        spec = spec.model_copy(update={"reporting": reporting})
+    events = simulate(spec)
     t0 = events[0]["event_time"]
     span = (events[-1]["event_time"] - t0) // speed + 1000
     out = []
     for r in range(repeat):
         for e in events:
             t = t0 + (e["event_time"] - t0) // speed + r * span
-            out.append({**e, "event_id": f"{r}-{e['event_id']}", "event_time": t})
+            shifted = {**e, "event_id": f"{r}-{e['event_id']}", "event_time": t}
+            if "first_event_id" in e:  # a summary: its window and first send move alike
+                first = t0 + (e["first_time"] - t0) // speed + r * span
+                start = t0 + (e["window_start"] - t0) // speed + r * span
+                shifted.update(
+                    first_event_id=f"{r}-{e['first_event_id']}",
+                    first_time=first,
+                    window_start=start,
+                    window_end=max(start + (e["window_end"] - e["window_start"]) // speed, t + 1),
+                )
+            out.append(shifted)
     if not fuzzed:
         write_jsonl(out, folder)
         return len(out)
@@ -320,6 +345,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--fuzzed", type=float, default=0.0, help="this share of the records fuzzed (0 to 0.99)"
     )
+    parser.add_argument(
+        "--reporting",
+        choices=("full", "summary"),
+        help="how the scenario's producers report (default: the scenario's own)",
+    )
     args = parser.parse_args(argv)
     if not 0 <= args.fuzzed < 1:
         parser.error("--fuzzed takes a share from 0 up to (not including) 1")
@@ -332,7 +362,9 @@ def main(argv: list[str] | None = None) -> int:
     cluster = ExitStack()
     try:
         folder = work / "events"
-        total = _events(args.scenario, args.repeat, folder, args.speed, args.fuzzed, args.batch)
+        total = _events(
+            args.scenario, args.repeat, folder, args.speed, args.fuzzed, args.batch, args.reporting
+        )
         settings: dict[str, Any] = {"source": "files", "path": str(folder)}
         if args.source == "kafka":
             bootstrap = cluster.enter_context(mock_cluster())
@@ -371,6 +403,14 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"{name:>13}: {len(runs)} batches, {_rate(runs):>8,.0f} records/s overall, "
                 f"steady {steady[name]:>8,.0f} records/s (first batch {runs[0][0]:.2f} s)"
+            )
+        if args.floor is None:
+            covered = [(b["seconds"], int(b["messages"] or 0)) for b in batches]
+            print(
+                f"{'':>13}  messages covered (what the records stand for): "
+                f"{_rate(covered):>8,.0f} messages/s overall, steady "
+                f"{_rate(covered[1:] or covered):>8,.0f} messages/s, "
+                f"{sum(n for _, n in covered) / max(total, 1):.1f} per record"
             )
         _print_batches(batches)
         _print_state_store(args.state_store, query, work / "ck", sizes)

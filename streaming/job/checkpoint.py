@@ -47,6 +47,8 @@ def check_source(config: JobConfig, checkpoint: Path, record: bool = False) -> N
         mine = {"source": "files", "path": str(Path(str(config.path)).resolve())}
     else:
         mine = {"source": "simulator", "scenario": config.scenario}
+        if config.reporting is not None:  # other events than the scenario's own reporting
+            mine["reporting"] = config.reporting
     mark = checkpoint / SOURCE_MARK
     if mark.exists():
         theirs = json.loads(mark.read_text())

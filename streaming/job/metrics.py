@@ -73,6 +73,18 @@ class Metrics:
             ["cluster", "reason"],
             registry=r,
         )
+        self.messages = Counter(
+            "faultline_messages",
+            "Messages the valid records stand for (a summary its messages, any other record 1)",
+            ["cluster"],
+            registry=r,
+        )
+        self.dropped = Counter(
+            "faultline_dropped_summaries",
+            "Summaries the producers' reporters dropped with a full buffer, as they reported",
+            ["cluster"],
+            registry=r,
+        )
         self.decisions = Counter(
             "faultline_decisions",
             "Rows written to broker_decisions, by scope and decision",
@@ -136,6 +148,10 @@ class Metrics:
             for column, outcome in OUTCOMES.items():
                 if meta[column]:
                     self.records.labels(cluster, outcome).inc(meta[column])
+            if meta.get("messages"):
+                self.messages.labels(cluster).inc(meta["messages"])
+            if meta.get("dropped"):
+                self.dropped.labels(cluster).inc(meta["dropped"])
             for scope, decision, rows in figures.get(TableName.BROKER_DECISIONS, []):
                 self.decisions.labels(cluster, scope, decision).inc(rows)
             for reason, rows in figures.get(TableName.QUARANTINE, []):

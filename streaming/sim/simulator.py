@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from streaming.client import DecisionView, pick, publish_order
+from streaming.client import DecisionView, Reporter, pick, publish_order
 from streaming.client import message as decision_message
 from streaming.config import FaultSpec, ProducerSpec, Scenario, TransactionSpec
 from udfs import engine
@@ -332,7 +332,13 @@ def simulate(
     if loop is None and any(p.strategy == "faultline" for p in producers):
         loop = Loop(scenario.cluster, scenario.decision_delay, config)
     runs = [
-        _produce(scenario, cluster, p, topics[p.topic], stored, halves, publish_infos, loop, record)
+        _reported(
+            scenario,
+            p,
+            _produce(
+                scenario, cluster, p, topics[p.topic], stored, halves, publish_infos, loop, record
+            ),
+        )
         for p in producers
     ]
     if loop is None:  # no producer reads decisions: each runs on its own
@@ -343,7 +349,10 @@ def simulate(
     events.extend(_transactions(scenario, cluster, halves, topics, stored))
     stored.sort(key=lambda m: (m[0], m[1]["message_id"]))
     for consumer in scenario.consumers:
-        events.extend(_consume(scenario, consumer, stored))
+        consumed = _consume(scenario, consumer, stored)
+        if scenario.reporting == "summary":
+            consumed = _summarized_consumes(scenario, consumer.group, consumed)
+        events.extend(consumed)
     events.sort(key=lambda e: (e["event_time"], e["event_id"]))
     return events
 
@@ -375,9 +384,55 @@ def _merged(
             loop.catch_up(at)
         else:
             out.append(item)
-            loop.pending.append(item)
+            if loop.pending and item["event_time"] < loop.pending[-1]["event_time"]:
+                # a summary goes out after the sends that follow what it summarizes
+                bisect.insort(loop.pending, item, key=lambda e: e["event_time"])
+            else:
+                loop.pending.append(item)
         advance(i)
     return out
+
+
+def _reported(
+    scenario: Scenario, spec: ProducerSpec, run: Iterator[dict[str, Any] | _Wait]
+) -> Iterator[dict[str, Any] | _Wait]:
+    """The producer's events as its reporting sends them: each send in full, or through a
+    :class:`~streaming.client.Reporter` (its records come out when it sends them)."""
+    if (spec.reporting or scenario.reporting) != "summary":
+        yield from run
+        return
+    sent: list[dict[str, Any]] = []
+    reporter = Reporter(
+        spec.id,
+        lambda record: sent.append(record) is None,
+        cluster=scenario.cluster,
+        producer_group=spec.group,
+        client_profile=spec.profile,
+        latency_fault_enable=spec.latency_fault_enable and spec.strategy != "off",
+    )
+    for item in run:
+        if isinstance(item, _Wait):
+            yield item
+            continue
+        reporter.send(item)
+        yield from sent
+        sent.clear()
+    reporter.close()
+    yield from sent
+
+
+def _summarized_consumes(
+    scenario: Scenario, group: str, consumed: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """A consumer group's events as a :class:`~streaming.client.Reporter` sends them."""
+    sent: list[dict[str, Any]] = []
+    reporter = Reporter(
+        f"consumer-{group}", lambda record: sent.append(record) is None, cluster=scenario.cluster
+    )
+    for event in sorted(consumed, key=lambda e: (e["event_time"], e["event_id"])):
+        reporter.consume(event)
+    reporter.close()
+    return sent
 
 
 def _produce(
@@ -408,6 +463,7 @@ def _produce(
     follow = loop is not None and spec.strategy == "faultline"
     relay = loop is not None and loop.config.policies.fault_aware_release
     switch = spec.latency_fault_enable and spec.strategy != "off"
+    summarizing = (spec.reporting or scenario.reporting) == "summary"
     profile = PROFILES[spec.profile]
     mode = SendMode(spec.mode)
     total = max_attempts(mode)
@@ -510,6 +566,8 @@ def _produce(
                 "message_id": message_id,
             }
             seq += 1
+            if summarizing:  # the reporter carries the producer's queue index in summaries
+                event["queue_index"] = info.index
             if budget is None:
                 yield {**event, "event_time": at, "latency_ms": 0, "outcome": "CALL_TIMEOUT"}
                 if tx is None:

@@ -28,6 +28,8 @@ def test_late_events_are_kept_apart_and_change_nothing() -> None:
         "quarantined": 0,
         "duplicates": 0,
         "stale": 0,
+        "messages": 1,
+        "dropped": 0,
     }
     assert list(second.tables["late_events"].column("event_id").to_pylist()) == ["late"]
     assert second.state.clock == T0 + 100_000
@@ -123,6 +125,8 @@ def test_a_repeated_event_is_counted_and_changes_nothing() -> None:
         "quarantined": 0,
         "duplicates": 1,
         "stale": 0,
+        "messages": 1,
+        "dropped": 0,
     }
     assert "fault_items" not in again.tables and decisions(again) == []
 

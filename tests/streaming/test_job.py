@@ -21,6 +21,7 @@ from tests.streaming.conftest import (
     OUTPUT_TABLES,
     faultline,
     interrupt_after,
+    quick_run,
     same_tables,
     start,
     table,
@@ -270,6 +271,26 @@ def test_one_batch_and_many_small_batches_give_the_same_decisions(
     same_tables(
         reference, one, ("fault_items", *DECISION_TABLES, "schedule_entries", "redeliveries")
     )
+
+
+def test_summaries_through_the_job_write_what_per_send_reporting_writes(
+    reference: Path, tmp_path: Path
+) -> None:
+    """``--reporting summary``: the quick scenario's producers and consumers report through
+    :class:`streaming.client.Reporter`, in batches of 200 records as the reference run. Every
+    table but ``fault_items`` holds the reference's rows; ``batches`` counts fewer records
+    standing for as many messages, and the dashboard's model reads them."""
+    out = quick_run(tmp_path, "summary", "--max-records-per-batch", "200", "--reporting", "summary")
+    same_tables(
+        reference,
+        out,
+        (*DECISION_TABLES, "routes", "heartbeats", "schedule_entries", "redeliveries",
+         "transactions"),
+    )  # fmt: skip
+    mine, theirs = table(out, "batches"), table(reference, "batches")
+    assert mine["input"].sum() < 0.7 * theirs["input"].sum()
+    assert mine["messages"].sum() == theirs["messages"].sum() == theirs["valid"].sum() == 1_813
+    assert mine["dropped"].sum() == 0 and mine["quarantined"].sum() == 0
 
 
 def test_the_job_maintains_its_tables_and_logs_sparks_progress(reference: Path) -> None:

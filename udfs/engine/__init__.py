@@ -17,7 +17,7 @@ events within the allowed lateness are kept for that; older ones would be late a
 Stages, each a module, composed in :func:`_apply` (one segment of a batch) in this order:
 
 1. ``_admission``: quarantine, late, future and repeated events; the clock; what each producer
-   did after each attempt;
+   did after each attempt; ``_summaries``: each send summary as the sends that make its effect;
 2. ``_producers``: each producer's last send, the segments cut at eviction deadlines, evictions;
 3. ``_nameserver``: heartbeats, scans and routes, giving the routes at any instant
    (``RouteTimeline``); each change of a topic's route is recorded once (``_routing_table``'s
@@ -80,6 +80,7 @@ from udfs.engine._routing import decide
 from udfs.engine._routing_table import publish, record
 from udfs.engine._segment import EventAt, Segment
 from udfs.engine._shards import WHOLE, Shard
+from udfs.engine._summaries import expand
 from udfs.engine._state import (
     STATE_VERSION,
     Isolation,
@@ -146,6 +147,7 @@ def advance(
     first_batch = state.clock is None
     events = admit(cluster, state, events, arrival_order(events), config, admission)
     admission.stats["valid"] += len(events)
+    events = expand(events, admission)
     if len(events) == 0:
         return Step(state, out.frames(), out.stats)
     first = EventAt(int(events["event_time"].iloc[0]), str(events["event_id"].iloc[0]))
@@ -182,7 +184,8 @@ def _owned(events: pd.DataFrame, shard: Shard) -> pd.DataFrame:
 
 _NOT_SENT = frozenset(
     ("consumer_group", "origin_message_id", "reconsume_times", "status", "max_reconsume_times",
-     "brokers_json")
+     "brokers_json", "window_start", "window_end", "first_time", "first_latency_ms",
+     "first_event_id", "latency_max", "queue_index_start", "queue_index_end", "dropped")
 )  # fmt: skip
 _SEND_COLUMNS = [f.name for f in EVENTS if f.name not in _NOT_SENT and f.name not in RECORD_COLUMNS]
 """What a send carries through the stages: every column of another kind's event left out makes

@@ -24,6 +24,8 @@ class Out:
             "quarantined": 0,
             "duplicates": 0,
             "stale": 0,
+            "messages": 0,
+            "dropped": 0,
         }
 
     def add(self, table: str, frame: pd.DataFrame | pa.Table) -> None:

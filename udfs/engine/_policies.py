@@ -282,7 +282,8 @@ def _windows(
     p: PolicyState, sends: pd.DataFrame, policies: Policies, clock_end: int
 ) -> dict[int, dict[str, Any]]:
     """Add the segment's answered sends to their windows' per-topic, per-broker (count, latency
-    sum); return the windows that close by ``clock_end``, by their end. The open window is kept
+    sum; a send summary's last send counts its messages and their latencies); return the windows
+    that close by ``clock_end``, by their end. The open window is kept
     in the state; a send to a window that closed already is not counted."""
     width = policies.outlier_window_ms
     kept = p.window
@@ -292,14 +293,15 @@ def _windows(
             "w": answered["event_time"].to_numpy(np.int64) // width,
             "topic": answered["topic"].to_numpy(object),
             "broker": answered["broker_name"].to_numpy(object),
-            "latency": answered["latency_ms"].to_numpy(np.int64),
+            "n": answered["messages"].fillna(1).to_numpy(np.int64),
+            "latency": answered["latency_total"].fillna(answered["latency_ms"]).to_numpy(np.int64),
         }
     )
     windows: dict[int, dict[str, Any]] = {}
     if kept is not None:
         frame = frame[frame["w"].to_numpy() >= kept.index]
         windows[kept.index] = kept.sums
-    sums = frame.groupby(["w", "topic", "broker"], sort=True)["latency"].agg(["count", "sum"])
+    sums = frame.groupby(["w", "topic", "broker"], sort=True)[["n", "latency"]].sum()
     for (w, tp, b), (n, s) in zip(sums.index, sums.to_numpy().tolist(), strict=True):
         slot = windows.setdefault(int(w), {}).setdefault(str(tp), {}).setdefault(str(b), [0, 0])
         slot[0] += int(n)

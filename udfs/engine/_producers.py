@@ -110,7 +110,8 @@ def spent_budget(state: State, sends: pd.DataFrame, config: EngineConfig) -> np.
         }
     )
     attempt = sends["attempt"].to_numpy(np.int64)
-    firsts = frame[attempt == 0].drop_duplicates(["pid", "key"], keep="last")
+    summarized = sends["messages"].notna().to_numpy(bool)  # a summary's sends: no message
+    firsts = frame[(attempt == 0) & ~summarized].drop_duplicates(["pid", "key"], keep="last")
     failed = np.flatnonzero((attempt > 0) & ~sends["outcome"].isin(RETURNED).to_numpy(bool))
     known = state.producers
     if len(failed):

@@ -105,6 +105,17 @@ class Profile:
                 "and of the same length"
             )
 
+    @property
+    def isolating_ms(self) -> int:
+        """The lowest latency that isolates a broker (a band with a non-zero duration): a send
+        this slow changes a decision, so a reporter sends it in full.
+
+        >>> PROFILES["rocketmq-4.9"].isolating_ms, PROFILES["rocketmq-5"].isolating_ms
+        (550, 550)
+        """
+        bands = zip(self.latency_max, self.not_available_duration, strict=True)
+        return min((bound for bound, ms in bands if ms > 0), default=2**63 - 1)
+
     def with_latency_table(
         self,
         latency_max: Iterable[int],

@@ -17,6 +17,9 @@ def simulator_folder(config: JobConfig, output: Path) -> Path:
     scenario = load_scenario(config.scenario)
     digest = hashlib.sha256(scenario_path(config.scenario).read_bytes()).hexdigest()[:12]
     folder = output / "_simulator" / f"{scenario.name}-{digest}"
+    if config.reporting is not None and config.reporting != scenario.reporting:
+        scenario = scenario.model_copy(update={"reporting": config.reporting})
+        folder = folder.with_name(f"{folder.name}-{config.reporting}")
     if not (folder / "_SUCCESS").exists():
         tmp = folder.with_name(folder.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)

@@ -588,9 +588,15 @@ def _health_text(model: Model) -> str:
             f"rows/s processed, {int(p['batch_ms'])} ms, state {int(p['state_rows'])} rows in "
             f"{p['state_memory_bytes'] / 1e6:,.2f} MB"
         )
+    covered = last.get("messages")
+    covered = (
+        f" standing for {int(covered):,} messages"
+        if pd.notna(covered) and int(covered) != int(last["valid"])
+        else ""
+    )  # producers that report in summaries
     return (
         f"{len(b)} batches shown; last: batch {int(last['batch_id'])}, {int(last['input'])} "
-        f"records in {int(last['write_ms'] + last['commit_ms'])} ms{lag}{spark}"
+        f"records{covered} in {int(last['write_ms'] + last['commit_ms'])} ms{lag}{spark}"
     )
 
 
@@ -604,6 +610,13 @@ def _health(model: Model) -> go.Figure:
                 x=b["batch_id"],
                 y=b["write_ms"] + b["commit_ms"],
                 yaxis="y2",
+                mode="lines+markers",
+            ),
+            go.Scatter(
+                name="messages covered",
+                x=b["batch_id"],
+                y=b["messages"],
+                yaxis="y4",
                 mode="lines+markers",
             ),
             go.Scatter(
@@ -631,6 +644,7 @@ def _health(model: Model) -> go.Figure:
         yaxis={"title": "records"},
         yaxis2={"title": "ms", "overlaying": "y", "side": "right"},
         yaxis3={"overlaying": "y", "side": "right", "visible": False},
+        yaxis4={"overlaying": "y", "side": "left", "visible": False, "rangemode": "tozero"},
         legend={"orientation": "h"},
     )
     return fig
