@@ -287,9 +287,11 @@ class Reporter:
     A summary goes out when its window closes (at the first call at or after its end, or at
     :meth:`flush`), before a full event of its broker (so the job applies them in order), before
     any failed send of a 4.x producer with the switch on (its retry may call ``pickOneAtLeast``,
-    which orders the whole table by each broker's latest latency), and at :meth:`close`. Nothing blocks: records wait in a buffer of ``buffer`` records for ``sink``
-    (a callable taking a record and returning whether it was taken); a full buffer drops its
-    oldest summary for a full event, drops a new summary before anything else, and drops a full
+    which orders the whole table by each broker's latest latency), when the producer's queue
+    index goes back (a 5.x retry resets it, a new route redraws it), and at :meth:`close`.
+    Nothing blocks: records wait in a buffer of ``buffer`` records for ``sink`` (a callable
+    taking a record and returning whether it was taken); a full buffer drops its oldest summary
+    for a full event, drops a new summary before anything else, and drops a full
     event only when it holds nothing else. What it dropped is counted (:attr:`dropped`) and
     told in the next summary's ``dropped``.
 
@@ -351,7 +353,9 @@ class Reporter:
             self.full += 1
             # what came before it goes first: of its broker, or of every broker before a 4.x
             # failure, whose retry may order the whole table by latency (pickOneAtLeast)
-            every = self.table is not None and self.profile.line != "5" and e["outcome"] != "SEND_OK"
+            every = (
+                self.table is not None and self.profile.line != "5" and e["outcome"] != "SEND_OK"
+            )
             for key in [k for k in self.windows if k[:3] == ("send", topic, broker) or every]:
                 if key[0] == "send":
                     self._emit(self._summary(key))

@@ -80,7 +80,9 @@ REQUIRED = {
         "producer_id", "topic", "broker_name", "latency_ms", "messages", "window_start",
         "window_end", "latency_total", "latency_max", "histogram",
     ),
-    EventKind.CONSUME_SUMMARY: ("consumer_group", "topic", "messages", "window_start", "window_end"),
+    EventKind.CONSUME_SUMMARY: (
+        "consumer_group", "topic", "messages", "window_start", "window_end",
+    ),
 }  # fmt: skip
 TYPED_FIELDS = (
     *STRING_FIELDS, *INT_FIELDS, "event_time", "latency_fault_enable", "brokers", "histogram"

@@ -108,14 +108,16 @@ def _events(
         for e in events:
             t = t0 + (e["event_time"] - t0) // speed + r * span
             shifted = {**e, "event_id": f"{r}-{e['event_id']}", "event_time": t}
-            if "first_event_id" in e:  # a summary: its window and first send move alike
-                first = t0 + (e["first_time"] - t0) // speed + r * span
+            if "window_start" in e:  # a summary: its window and first send move alike
                 start = t0 + (e["window_start"] - t0) // speed + r * span
                 shifted.update(
-                    first_event_id=f"{r}-{e['first_event_id']}",
-                    first_time=first,
                     window_start=start,
                     window_end=max(start + (e["window_end"] - e["window_start"]) // speed, t + 1),
+                )
+            if "first_event_id" in e:
+                shifted.update(
+                    first_event_id=f"{r}-{e['first_event_id']}",
+                    first_time=t0 + (e["first_time"] - t0) // speed + r * span,
                 )
             out.append(shifted)
     if not fuzzed:

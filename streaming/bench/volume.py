@@ -16,7 +16,6 @@ import argparse
 import sys
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
 
 from streaming.config import Scenario, load_scenario
 from streaming.sim.simulator import simulate
@@ -45,9 +44,7 @@ def volume(scenario: Scenario) -> Volume:
     """The scenario's records and messages sent, during its traffic."""
     events = simulate(scenario)
     end = scenario.start + scenario.duration
-    faults = [
-        (scenario.start + f.at, scenario.start + f.at + f.duration) for f in scenario.faults
-    ]
+    faults = [(scenario.start + f.at, scenario.start + f.at + f.duration) for f in scenario.faults]
 
     def incident(t: int) -> bool:
         second = t // 1000 * 1000

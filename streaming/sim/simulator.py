@@ -15,7 +15,7 @@ import json
 import os
 import random
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -349,7 +349,7 @@ def simulate(
     events.extend(_transactions(scenario, cluster, halves, topics, stored))
     stored.sort(key=lambda m: (m[0], m[1]["message_id"]))
     for consumer in scenario.consumers:
-        consumed = _consume(scenario, consumer, stored)
+        consumed = list(_consume(scenario, consumer, stored))
         if scenario.reporting == "summary":
             consumed = _summarized_consumes(scenario, consumer.group, consumed)
         events.extend(consumed)
@@ -404,7 +404,7 @@ def _reported(
     sent: list[dict[str, Any]] = []
     reporter = Reporter(
         spec.id,
-        lambda record: sent.append(record) is None,
+        _into(sent),
         cluster=scenario.cluster,
         producer_group=spec.group,
         client_profile=spec.profile,
@@ -421,14 +421,22 @@ def _reported(
     yield from sent
 
 
+def _into(records: list[dict[str, Any]]) -> Callable[[dict[str, Any]], bool]:
+    """A reporter's sink that keeps what it is given (it never refuses)."""
+
+    def take(record: dict[str, Any]) -> bool:
+        records.append(record)
+        return True
+
+    return take
+
+
 def _summarized_consumes(
     scenario: Scenario, group: str, consumed: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
     """A consumer group's events as a :class:`~streaming.client.Reporter` sends them."""
     sent: list[dict[str, Any]] = []
-    reporter = Reporter(
-        f"consumer-{group}", lambda record: sent.append(record) is None, cluster=scenario.cluster
-    )
+    reporter = Reporter(f"consumer-{group}", _into(sent), cluster=scenario.cluster)
     for event in sorted(consumed, key=lambda e: (e["event_time"], e["event_id"])):
         reporter.consume(event)
     reporter.close()

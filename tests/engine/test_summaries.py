@@ -96,7 +96,8 @@ def _summary(**kw: Any) -> dict[str, Any]:
 
 def _reasons(*records: dict[str, Any]) -> list[tuple[str | None, str | None]]:
     table = parse([json.dumps(r) for r in records], ["t"] * len(records), [None] * len(records))
-    return list(zip(table.column("reason_code").to_pylist(), table.column("reason").to_pylist()))
+    codes, reasons = table.column("reason_code").to_pylist(), table.column("reason").to_pylist()
+    return list(zip(codes, reasons, strict=True))
 
 
 @pytest.mark.parametrize(
@@ -144,7 +145,10 @@ def test_a_consume_summary_is_checked_and_a_bad_histogram_is_a_wrong_type() -> N
          f"[{T0 + 20}, {T0 + 1000})"),
     ]  # fmt: skip
     assert _reasons({**consume, "kind": "send_summary"})[0][0] == ReasonCode.MISSING_FIELD
-    assert _reasons(_summary(histogram="3"))[0] == (ReasonCode.WRONG_TYPE, "wrong type for histogram")
+    assert _reasons(_summary(histogram="3"))[0] == (
+        ReasonCode.WRONG_TYPE,
+        "wrong type for histogram",
+    )
     assert _reasons(_summary(histogram=[1.5]))[0][0] == ReasonCode.WRONG_TYPE
 
 

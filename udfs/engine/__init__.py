@@ -80,7 +80,6 @@ from udfs.engine._routing import decide
 from udfs.engine._routing_table import publish, record
 from udfs.engine._segment import EventAt, Segment
 from udfs.engine._shards import WHOLE, Shard
-from udfs.engine._summaries import expand
 from udfs.engine._state import (
     STATE_VERSION,
     Isolation,
@@ -91,6 +90,7 @@ from udfs.engine._state import (
     loads,
     new_state,
 )
+from udfs.engine._summaries import expand
 from udfs.engine._tables import Change
 from udfs.engine._transactions import remember_answers, transact
 from udfs.rocketmq import Next

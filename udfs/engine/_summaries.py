@@ -20,10 +20,6 @@ import pandas as pd
 from udfs.engine._output import Out
 from udfs.vocabulary import EventKind
 
-WEIGHTS = ("messages", "latency_total")
-"""What a send stands for in the outlier windows: a summary's last send carries the summary's
-count and latency sum, every other send 1 and its own latency (both null)."""
-
 
 def expand(events: pd.DataFrame, out: Out) -> pd.DataFrame:
     """The admitted ``events`` (in (event_time, event_id) order) with each send summary as its
@@ -35,12 +31,13 @@ def expand(events: pd.DataFrame, out: Out) -> pd.DataFrame:
     out.stats["messages"] += len(events)
     if not summary.any():
         if events["messages"].notna().any() or events["latency_total"].notna().any():
-            events = events.assign(messages=np.nan, latency_total=np.nan)  # not a summary's
+            cleared: pd.DataFrame = events.assign(messages=np.nan, latency_total=np.nan)
+            return cleared  # the fields of a summary, on records that are none
         return events
     counted = events["messages"].to_numpy(np.float64, na_value=0.0)[summary]
     out.stats["messages"] += int(counted.sum()) - int(summary.sum())
     out.stats["dropped"] += int(events["dropped"].to_numpy(np.float64, na_value=0.0)[summary].sum())
-    rest = events[~summary].assign(messages=np.nan, latency_total=np.nan)
+    rest: pd.DataFrame = events[~summary].assign(messages=np.nan, latency_total=np.nan)
     if not sends.any():
         return rest.reset_index(drop=True)
     last = events[sends].assign(kind=EventKind.SEND_RESULT, outcome="SEND_OK", attempt=0)
@@ -54,6 +51,9 @@ def expand(events: pd.DataFrame, out: Out) -> pd.DataFrame:
         latency_total=0,
     )
     merged = pd.concat([rest, first, last], ignore_index=True)
-    texts = {c: t for c, t in events.dtypes.items() if t.kind == "O" or isinstance(t, pd.ArrowDtype)}
+    texts = {
+        c: t for c, t in events.dtypes.items() if t.kind == "O" or isinstance(t, pd.ArrowDtype)
+    }
     merged = merged.astype({c: t for c, t in texts.items() if merged[c].dtype != t})
-    return merged.sort_values(["event_time", "event_id"], kind="stable").reset_index(drop=True)
+    ordered: pd.DataFrame = merged.sort_values(["event_time", "event_id"], kind="stable")
+    return ordered.reset_index(drop=True)
