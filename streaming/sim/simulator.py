@@ -398,7 +398,7 @@ def _reported(
 ) -> Iterator[dict[str, Any] | _Wait]:
     """The producer's events as its reporting sends them: each send in full, or through a
     :class:`~streaming.client.Reporter` (its records come out when it sends them)."""
-    if (spec.reporting or scenario.reporting) != "summary":
+    if not _summarizing(scenario, spec):
         yield from run
         return
     sent: list[dict[str, Any]] = []
@@ -419,6 +419,11 @@ def _reported(
         sent.clear()
     reporter.close()
     yield from sent
+
+
+def _summarizing(scenario: Scenario, spec: ProducerSpec) -> bool:
+    """Whether the producer reports in summaries (its own setting, else its scenario's)."""
+    return (spec.reporting or scenario.reporting) == "summary"
 
 
 def _into(records: list[dict[str, Any]]) -> Callable[[dict[str, Any]], bool]:
@@ -471,7 +476,7 @@ def _produce(
     follow = loop is not None and spec.strategy == "faultline"
     relay = loop is not None and loop.config.policies.fault_aware_release
     switch = spec.latency_fault_enable and spec.strategy != "off"
-    summarizing = (spec.reporting or scenario.reporting) == "summary"
+    summarizing = _summarizing(scenario, spec)
     profile = PROFILES[spec.profile]
     mode = SendMode(spec.mode)
     total = max_attempts(mode)

@@ -107,7 +107,16 @@ def test_simulate_writes_the_same_events_every_time(tmp_path: Path) -> None:
     assert len(lines) == len(simulate(load_scenario("quick")))
     assert lines == sorted(lines, key=lambda e: (e["event_time"], e["event_id"]))
     kinds = {e["kind"] for e in lines}
-    assert kinds == set(EventKind)
+    summaries = {EventKind.SEND_SUMMARY, EventKind.CONSUME_SUMMARY}
+    assert kinds == set(EventKind) - summaries
+    result = faultline(
+        "simulate", "--scenario", "quick", "--reporting", "summary", "--out", str(tmp_path / "s"),
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    summarized = [json.loads(line) for p in (tmp_path / "s").glob("*.jsonl") for line in
+                  p.read_text().splitlines()]  # fmt: skip
+    assert summaries <= {e["kind"] for e in summarized} and len(summarized) < len(lines)
 
 
 def test_a_bad_scenario_names_the_file_and_the_key(tmp_path: Path) -> None:
