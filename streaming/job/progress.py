@@ -151,6 +151,8 @@ class Progress:
 
     batches: int = 0
     rows: int = 0
+    messages: int = 0
+    """What the valid records stood for (a summary its ``messages``)."""
     last: dict[str, Any] = field(default_factory=dict)
     isolated: dict[tuple[str, str], int] = field(default_factory=dict)
     started: float = field(default_factory=time.time)

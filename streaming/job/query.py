@@ -178,6 +178,7 @@ def build_query(
         track_isolation(rows[TableName.BROKER_DECISIONS], progress)
         progress.batches += 1
         progress.rows += result["input"]
+        progress.messages += result["messages"]
         progress.last = {**result, "seconds": time.time() - started}
         if on_batch is not None:
             on_batch(progress.last)

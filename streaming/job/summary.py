@@ -123,8 +123,14 @@ def transaction_states(output: Path) -> dict[str, int]:
 def print_summary(output: Path, progress: Progress, out: TextIO) -> None:
     elapsed = time.time() - progress.started
     windows = isolation_windows(output)
+    covered = (
+        f" standing for {progress.messages} messages"  # producers that report in summaries
+        if progress.messages > progress.rows
+        else ""
+    )
     print(
-        f"\nfaultline: {progress.rows} records in {progress.batches} batches, {elapsed:.1f} s",
+        f"\nfaultline: {progress.rows} records{covered} in {progress.batches} batches, "
+        f"{elapsed:.1f} s",
         file=out,
     )
     print("\nisolations (cluster scope): broker, count, isolated time", file=out)

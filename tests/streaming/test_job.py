@@ -279,7 +279,7 @@ def test_summaries_through_the_job_write_what_per_send_reporting_writes(
     """``--reporting summary``: the quick scenario's producers and consumers report through
     :class:`streaming.client.Reporter`, in batches of 200 records as the reference run. Every
     table but ``fault_items`` holds the reference's rows; ``batches`` counts fewer records
-    standing for as many messages, and the dashboard's model reads them."""
+    standing for as many messages, as the run's summary line says."""
     out = quick_run(tmp_path, "summary", "--max-records-per-batch", "200", "--reporting", "summary")
     same_tables(
         reference,
@@ -291,6 +291,8 @@ def test_summaries_through_the_job_write_what_per_send_reporting_writes(
     assert mine["input"].sum() < 0.7 * theirs["input"].sum()
     assert mine["messages"].sum() == theirs["messages"].sum() == theirs["valid"].sum() == 1_813
     assert mine["dropped"].sum() == 0 and mine["quarantined"].sum() == 0
+    log = (tmp_path / "summary" / "stdout.log").read_text()
+    assert f"faultline: {mine['input'].sum()} records standing for 1813 messages in " in log
 
 
 def test_the_job_maintains_its_tables_and_logs_sparks_progress(reference: Path) -> None:
