@@ -346,8 +346,7 @@ class Reporter:
         self._close_windows(t)
         if index is not None:
             if index < self._index.get(topic, index):  # reset (5.x retry, a new route)
-                for key in [k for k in self.windows if k[:2] == ("send", topic)]:
-                    self._emit(self._summary(key))
+                self._out([k for k in self.windows if k[:2] == ("send", topic)])
             self._index[topic] = index
         if self._in_full(e, t, broker):
             self.full += 1
@@ -356,9 +355,8 @@ class Reporter:
             every = (
                 self.table is not None and self.profile.line != "5" and e["outcome"] != "SEND_OK"
             )
-            for key in [k for k in self.windows if k[:3] == ("send", topic, broker) or every]:
-                if key[0] == "send":
-                    self._emit(self._summary(key))
+            mine = ("send",) if every else ("send", topic, broker)
+            self._out([k for k in self.windows if k[: len(mine)] == mine])
             self._emit(e)
         else:
             self.summarized += 1
@@ -396,8 +394,7 @@ class Reporter:
         """Send the summaries whose window ended by ``now`` (event time; all of them without),
         and hand the buffer to the sink."""
         if now is None:
-            for key in list(self.windows):
-                self._emit(self._summary(key))
+            self._out(list(self.windows))
         else:
             self._close_windows(now)
         self._drain()
@@ -471,12 +468,13 @@ class Reporter:
         if index is not None:
             w["queue_index_end"] = index
 
-    def _summary(self, key: tuple[str, ...]) -> dict[str, Any]:
-        return self.windows.pop(key)
+    def _out(self, keys: list[tuple[str, ...]]) -> None:
+        """Send these windows' summaries."""
+        for key in keys:
+            self._emit(self.windows.pop(key))
 
     def _close_windows(self, t: int) -> None:
-        for key in [k for k, w in self.windows.items() if w["window_end"] <= t]:
-            self._emit(self._summary(key))
+        self._out([k for k, w in self.windows.items() if w["window_end"] <= t])
 
     def _id(self) -> str:
         self._seq += 1
@@ -493,11 +491,11 @@ class Reporter:
                 (i for i, r in enumerate(self.pending) if str(r["kind"]).endswith("_summary")),
                 None,
             )
+            self.dropped += 1
+            self._untold += 1
             if summary or oldest is None:
-                self._drop(1)
                 return
             evicted = self.pending.pop(oldest)
-            self._drop(1)
             self._untold += int(evicted["dropped"])  # what it would have told
             self.summaries -= 1
         if summary:
@@ -505,10 +503,6 @@ class Reporter:
             self.summaries += 1
         self.pending.append({k: v for k, v in record.items() if v is not None})
         self._drain()
-
-    def _drop(self, n: int) -> None:
-        self.dropped += n
-        self._untold += n
 
     def _drain(self) -> None:
         taken = 0

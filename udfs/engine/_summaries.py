@@ -5,12 +5,11 @@ and topic (:mod:`streaming.client`'s reporting rule keeps every other send in fu
 only sets its broker's ``currentLatency`` (and 5.x's ``reachableFlag``; in 4.x also
 ``startTimestamp``, to the send itself: available), so the FaultItem after a run of them is
 what its last one leaves, and the first one is when the run began. A summary is therefore
-applied as two sends: its
-first (``first_time``, ``first_latency_ms``, ``first_event_id``) and its last (``event_time``,
-``latency_ms``, its own ``event_id``), or one when they are the same instant. The last carries
-the summary's ``messages`` and ``latency_total`` for the latency-outlier windows; the first
-carries none. A ``consume_summary`` (successful consumes, which change nothing) is counted and
-dropped.
+applied as two sends: its first (``first_time``, ``first_latency_ms``, ``first_event_id``) and
+its last (``event_time``, ``latency_ms``, its own ``event_id``), or one when they are the same
+instant. The last carries the summary's ``messages`` and ``latency_total`` for the
+latency-outlier windows; the first carries none. A ``consume_summary`` (successful consumes,
+which change nothing) is counted and dropped.
 """
 
 from __future__ import annotations
