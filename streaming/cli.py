@@ -109,21 +109,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(args: argparse.Namespace) -> int:
+    """Run the command; its exit code. Output goes to the ``sys.stdout`` of the moment (a caller
+    that redirects it, such as the tests' in-process runner, gets it)."""
     try:
         if args.command == "simulate":
             return _simulate(args)
         if args.command == "replay":
             from streaming.tools.replay import replay_command
 
-            return replay_command(args)
+            return replay_command(args, sys.stdout)
         if args.command == "explain":
             from streaming.tools.explain import explain_command
 
-            return explain_command(args)
+            return explain_command(args, sys.stdout)
         if args.command == "evaluate":
             from streaming.tools.evaluate import evaluate_command
 
-            return evaluate_command(args)
+            return evaluate_command(args, sys.stdout)
         if args.command == "dashboard":
             return _dashboard(args)
         if args.command == "maintain":
@@ -131,7 +133,7 @@ def _main(args: argparse.Namespace) -> int:
         if args.command == "state":
             from streaming.tools.replay import state_command
 
-            return state_command(args)
+            return state_command(args, sys.stdout)
         return _run(args)
     except FaultlineError as exc:
         print(f"faultline: {exc}", file=sys.stderr)
@@ -145,7 +147,7 @@ def _main(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from streaming.job.run import run
 
-    return run(load_job_config(args.config, args.settings))
+    return run(load_job_config(args.config, args.settings), sys.stdout)
 
 
 def _maintain(args: argparse.Namespace) -> int:

@@ -18,7 +18,7 @@ from streaming.job.outage import Watch
 from streaming.job.progress import BatchProgress, Progress, reason
 from streaming.job.publish import Publisher, check_reachable
 from streaming.job.query import QUERY_NAME, build_query
-from streaming.job.session import spark_session
+from streaming.job.session import has_session, spark_session
 from streaming.job.sink_spark import check_delta
 from streaming.job.sources.simulator import simulator_folder
 from streaming.job.storage import from_failure
@@ -33,7 +33,9 @@ def run(
 ) -> int:
     """Run the job; print progress and a summary. Returns the exit code. A folder that cannot be
     written (a full disk, a read-only mount) stops it with a :class:`StorageError` naming it.
-    ``operator`` replaces the stateful function (a benchmark's floor)."""
+    ``operator`` replaces the stateful function (a benchmark's floor). In a process that has a
+    Spark session already (a notebook, a test worker), the job runs on it and leaves it running;
+    otherwise it starts its own and stops it at the end."""
     roots = (Path(config.output).resolve(), Path(config.checkpoint).resolve())
     try:
         return _run(config, out, operator)
@@ -92,6 +94,7 @@ def _job(
     sink.create_tables(output, table_properties(config.maintenance))
     check_source(config, checkpoint, record=True)
     record_run(config, checkpoint)
+    own = not has_session()
     spark = spark_session(config, output)
     if config.sink == "delta-spark":
         check_delta(spark, output / TableName.BATCHES)
@@ -148,7 +151,9 @@ def _job(
             sink.record_progress(output, listener.take())
         except Exception as exc:  # the run's own outcome matters more
             print(f"faultline: Spark's progress of the last batches not written: {exc}", file=out)
-        spark.stop()
+        spark.streams.removeListener(listener)
+        if own:
+            spark.stop()
         if watch is not None:
             watch.stop()
         if publisher is not None:

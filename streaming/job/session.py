@@ -41,6 +41,28 @@ def state_store_conf(config: JobConfig) -> dict[str, str]:
     return conf
 
 
+JVM_LOG = "FAULTLINE_JVM_LOG"
+"""When set, a file to which each Spark session this process starts appends one line: the test
+that started it (``PYTEST_CURRENT_TEST``) and the process. The test suite counts them against its
+budget of JVM starts (``tests/budget.py``)."""
+
+
+def note_jvm_start(what: str = "spark session") -> None:
+    """One line in :data:`JVM_LOG`, if set, for a JVM this process is about to start."""
+    log = os.environ.get(JVM_LOG)
+    if log:
+        with open(log, "a", encoding="utf-8") as f:
+            f.write(f"{os.environ.get('PYTEST_CURRENT_TEST', '-')}\t{os.getpid()}\t{what}\n")
+
+
+def has_session() -> bool:
+    """Whether this process has a running Spark session, which :func:`spark_session` then
+    returns with the job's settings applied."""
+    from pyspark import SparkContext
+
+    return SparkContext._active_spark_context is not None
+
+
 def spark_session(config: JobConfig, output: Path) -> Any:
     from pyspark.sql import SparkSession
 
@@ -72,6 +94,8 @@ def spark_session(config: JobConfig, output: Path) -> Any:
         os.environ["PYTHONPATH"] = os.pathsep.join(
             filter(None, [str(bundle), os.environ.get("PYTHONPATH")])
         )
+    if not has_session():
+        note_jvm_start()
     with _jvm_stderr():
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

@@ -29,7 +29,7 @@ from streaming.job import sink
 from streaming.job.checkpoint import batch_ids, check_source, read_runs
 from streaming.job.progress import iso
 from streaming.job.query import QUERY_NAME
-from streaming.job.session import python_env
+from streaming.job.session import has_session, note_jvm_start, python_env
 from streaming.job.sources.files import FilesReader
 from streaming.job.sources.files import read_slice as read_file
 from streaming.job.sources.kafka import KafkaReader, read_slice
@@ -287,6 +287,8 @@ def spark_session() -> Any:
     from pyspark.sql import SparkSession
 
     python_env(local=True)
+    if not has_session():
+        note_jvm_start()
     spark = (
         SparkSession.builder.master("local[1]")
         .appName("faultline-replay")

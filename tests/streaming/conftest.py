@@ -1,25 +1,41 @@
 """Helpers for the end-to-end runs: the real ``faultline`` command, the real Spark, the real
-Delta tables."""
+Delta tables.
+
+Two ways to run a command. :func:`faultline` starts the ``faultline`` process, for what only a
+process shows: a signal, a crash, an exit before Spark starts, a standalone cluster, the wheel.
+The ``job`` fixture runs the same command line in this process, on the worker's one Spark session
+(the ``spark`` fixture), for every test that checks what a run writes or prints: it saves the
+15-25 s of a JVM start per run. The named runs below (``reference``, ``one_batch``) are shared by
+every test that reads them."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import math
 import os
 import signal
 import subprocess
 import sys
+import sysconfig
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import unquote
 
 import pandas as pd
 import pytest
 from deltalake import DeltaTable
 
+from streaming import cli
+from streaming.config import load_job_config
 from streaming.job.progress import PROGRESS_COLUMNS
+from streaming.job.session import spark_session
 
+ROOT = Path(__file__).resolve().parents[2]
 FAULTLINE = [sys.executable, "-m", "streaming.cli"]
 DECISION_TABLES = ("broker_decisions", "routing_decisions", "routing_table")
 OUTPUT_TABLES = (
@@ -47,6 +63,68 @@ def faultline(
         timeout=timeout,
         check=False,
     )
+
+
+class Job(Protocol):
+    def __call__(self, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]: ...
+
+
+SESSION = {
+    # Spark's background maintenance of the state store (snapshots, deleting old files) every
+    # 200 ms instead of every minute, a snapshot every 2 batches: test_state_store.py sees the
+    # bound within seconds; no table's rows depend on either
+    "spark.sql.streaming.stateStore.maintenanceInterval": "200ms",
+    "spark.sql.streaming.stateStore.minDeltasForSnapshot": "2",
+}
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """This worker's Spark session, made as ``faultline run`` makes its own: every in-process run
+    (``job``) and every test that needs Spark itself shares it. A test that changes a setting
+    puts it back (:func:`settings`)."""
+    session = spark_session(load_job_config(), tmp_path_factory.mktemp("spark"))
+    for key, value in SESSION.items():
+        session.conf.set(key, value)
+    yield session
+    session.stop()
+
+
+@contextlib.contextmanager
+def settings(spark: Any, **values: str) -> Iterator[None]:
+    """Spark SQL settings (dots written as ``__``) for the block, put back after it."""
+    keys = {key.replace("__", "."): value for key, value in values.items()}
+    before = {key: spark.conf.get(key, None) for key in keys}
+    for key, value in keys.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
+@pytest.fixture(scope="session")
+def job(spark: Any) -> Job:
+    """``faultline ARGS`` in this process, on the worker's Spark session (the ``spark``
+    fixture), from the folder ``cwd``: its exit code and what it printed, as :func:`faultline`
+    returns them. The job leaves the session running (``streaming.job.run.run``)."""
+
+    def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+        parsed = cli._parser().parse_args(args)
+        out, err = io.StringIO(), io.StringIO()
+        with (
+            contextlib.chdir(cwd),
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+        ):
+            code = cli._main(parsed)
+        return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
+
+    return run
 
 
 def start(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
@@ -114,8 +192,10 @@ KILL = signal.SIGKILL
 INT = signal.SIGINT
 
 
-def quick_run(cwd: Path, name: str, *extra: str, env: dict[str, str] | None = None) -> Path:
-    result = faultline(
+def quick_run(job: Job, cwd: Path, name: str, *extra: str) -> Path:
+    """The quick scenario into ``cwd/name`` (``out`` and ``ck``, and its ``stdout.log``), in
+    this process; its tables' folder."""
+    result = job(
         "run",
         "--scenario",
         "quick",
@@ -125,29 +205,111 @@ def quick_run(cwd: Path, name: str, *extra: str, env: dict[str, str] | None = No
         str(cwd / name / "ck"),
         *extra,
         cwd=cwd,
-        env=env,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     (cwd / name / "stdout.log").write_text(result.stdout)
     return cwd / name / "out"
 
 
+def call(*command: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``command``, which must succeed, without this checkout on the Python path."""
+    done = subprocess.run(
+        [str(c) for c in command],
+        cwd=cwd,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done
+
+
+@dataclass(frozen=True)
+class Installed:
+    """faultline's wheel, installed in a virtual environment of its own."""
+
+    wheel: Path
+    python: Path
+    site: Path
+    """The environment's site-packages."""
+
+
 @pytest.fixture(scope="session")
-def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    """The wheel built from this checkout (``pip wheel``), installed in a fresh environment that
+    borrows the dependencies installed here: a plain path in a .pth file, so that the .pth files
+    here (faultline's editable install) are not read."""
+    folder = tmp_path_factory.mktemp("wheel")
+    pip = (sys.executable, "-m", "pip")
+    call(*pip, "wheel", "--no-deps", "-w", folder / "dist", ROOT, cwd=folder)
+    (wheel,) = (folder / "dist").glob("faultline-*.whl")
+    venv = folder / "venv"
+    call(sys.executable, "-m", "venv", "--without-pip", venv, cwd=folder)
+    python = venv / "bin" / "python"
+    where = "import sysconfig; print(sysconfig.get_path('purelib'))"
+    site = Path(call(python, "-c", where, cwd=folder).stdout.strip())
+    (site / "dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    call(*pip, "--python", python, "install", "--no-deps", wheel, cwd=folder)
+    return Installed(wheel, python, site)
+
+
+@dataclass(frozen=True)
+class DefaultRun:
+    output: Path
+    stdout: str
+    stderr: str
+    cwd: Path
+    """The empty folder it ran in."""
+
+
+@pytest.fixture(scope="session")
+def default_run(installed: Installed, tmp_path_factory: pytest.TempPathFactory) -> DefaultRun:
+    """The README's first command as a user meets it: ``faultline run`` on its built-in default
+    (the simulator's default scenario), installed from the wheel, in its own process, from an
+    empty folder (its tables and checkpoint in folders of their own). Every test of the default
+    scenario's run reads this one."""
+    folder = tmp_path_factory.mktemp("default")
+    empty, out = folder / "empty", folder / "output"
+    empty.mkdir()
+    faultline = installed.python.parent / "faultline"
+    ran = call(faultline, "run", "--output", out, "--checkpoint", folder / "ck", cwd=empty)
+    return DefaultRun(out, ran.stdout, ran.stderr, empty)
+
+
+@pytest.fixture(scope="session")
+def reference(job: Job, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The quick scenario, uninterrupted, in micro-batches of 200 records, its tables maintained
     every 3 batches (every other run here is not: equal tables show that maintenance changes no
     row)."""
     folder = tmp_path_factory.mktemp("reference")
     config = folder / "maintained.yaml"
     config.write_text("maintenance:\n  every: 3\n  min_files: 2\n")
-    return quick_run(folder, "ref", "--max-records-per-batch", "200", "--config", str(config))
+    return quick_run(job, folder, "ref", "--max-records-per-batch", "200", "--config", str(config))
 
 
 @pytest.fixture(scope="session")
-def one_batch(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def one_batch(job: Job, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The quick scenario, uninterrupted, in one micro-batch (``out`` and ``ck`` under it)."""
     folder = tmp_path_factory.mktemp("one-batch")
-    return quick_run(folder, "one", "--max-records-per-batch", "1000000").parent
+    return quick_run(job, folder, "one", "--max-records-per-batch", "1000000").parent
+
+
+RETAIN = 2
+"""``min_batches_to_retain`` of the ``retained`` run."""
+
+
+@pytest.fixture(scope="session")
+def retained(job: Job, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The quick scenario in batches of 200 with Spark's default state store (hdfs), its
+    checkpoint keeping the last :data:`RETAIN` batches (``min_batches_to_retain``) (``out`` and
+    ``ck`` under it)."""
+    folder = tmp_path_factory.mktemp("retained")
+    (folder / "job.yaml").write_text(f"min_batches_to_retain: {RETAIN}\n")
+    return quick_run(
+        job, folder, "", "--config", str(folder / "job.yaml"), "--max-records-per-batch", "200"
+    ).parent
 
 
 BATCH_TIMINGS = (

@@ -8,7 +8,7 @@ import pytest
 
 from streaming.bench import throughput as bench
 
-pytestmark = pytest.mark.spark
+pytestmark = pytest.mark.jvm
 
 
 def test_bench_prints_steady_figures_a_breakdown_per_batch_and_the_ratio_last(

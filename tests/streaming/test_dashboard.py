@@ -1,5 +1,6 @@
 """``faultline dashboard`` as a person uses it: the real job writes the tables while the page is
-open in headless Chromium (Debian's ``chromium``, driven by Playwright)."""
+open in headless Chromium (Debian's ``chromium``, driven by Playwright); the dashboard runs in a
+process of its own, the job in this one (``job``, tests/streaming/conftest.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import os
 import shutil
 import socket
 import subprocess
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -22,7 +24,7 @@ from streaming.job.sink import create_tables, table_schema
 from streaming.job.summary import delay_queues, isolation_windows, transaction_states
 from streaming.tools.dashboard.app import iso
 from streaming.tools.explain import parse_time
-from tests.streaming.conftest import faultline, start
+from tests.streaming.conftest import Job, faultline, start
 
 CHROMIUM = os.environ.get("FAULTLINE_CHROMIUM", "/usr/bin/chromium")
 FLAGS = [
@@ -163,10 +165,11 @@ def _transactions_shown(page: Any, out: Path) -> int:
     return sum(map(len, waiting.values()))
 
 
-@pytest.mark.spark
+@pytest.mark.jvm
 def test_the_page_follows_a_running_job_and_shows_what_the_tables_hold(
-    browser: Any, tmp_path: Path
+    job: Job, browser: Any, tmp_path: Path
 ) -> None:
+    """The job runs in this process, beside the page (the dashboard's own process)."""
     out, ck = tmp_path / "out", tmp_path / "ck"
     server, url = _serve(out, tmp_path)  # before the job: no tables yet
     try:
@@ -174,16 +177,20 @@ def test_the_page_follows_a_running_job_and_shows_what_the_tables_hold(
         page.goto(url)
         _text(page, "#problem", "no faultline tables here")
 
-        job = start("run", "--scenario", "quick", "--output", str(out), "--checkpoint", str(ck),
-                    "--max-records-per-batch", "200",
-                    "--config", str(CONF_DIR / "rocketmq-only.yaml"), cwd=tmp_path)  # fmt: skip
+        ran: list[subprocess.CompletedProcess[str]] = []
+        args = ("run", "--scenario", "quick", "--output", str(out), "--checkpoint", str(ck),
+                "--max-records-per-batch", "200",
+                "--config", str(CONF_DIR / "rocketmq-only.yaml"))  # fmt: skip
+        running = threading.Thread(target=lambda: ran.append(job(*args, cwd=tmp_path)))
+        running.start()
         seen_while_running = set()
-        while job.poll() is None:  # the page, never reloaded, follows the batches
+        while running.is_alive():  # the page, never reloaded, follows the batches
             status = page.inner_text("#status")
             if "last batch" in status:
                 seen_while_running.add(status.split("last batch ")[1].split()[0])
             time.sleep(0.3)
-        assert job.returncode == 0, job.communicate()[0][-3000:]
+        running.join()
+        assert ran[0].returncode == 0, ran[0].stdout[-3000:] + ran[0].stderr[-3000:]
         last = max(DeltaTable(str(out / "batches")).to_pandas()["batch_id"])
         _text(page, "#status", f"last batch {last} committed")
         assert len(seen_while_running) >= 2, seen_while_running
@@ -224,8 +231,8 @@ def test_the_page_follows_a_running_job_and_shows_what_the_tables_hold(
         page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
         explained = _text(page, "#explain", "broker-a at")
         at = page.input_value("#explain-at")
-        cli = faultline("explain", "--output", str(out), "--broker", "broker-a", "--at", at,
-                        cwd=tmp_path)  # fmt: skip
+        cli = job("explain", "--output", str(out), "--broker", "broker-a", "--at", at,
+                  cwd=tmp_path)  # fmt: skip
         assert cli.returncode == 0, cli.stderr
         assert explained.strip() == cli.stdout.strip()
         assert "cluster scope of QuickCluster: NOT AVAILABLE" in explained
@@ -238,9 +245,9 @@ def test_the_page_follows_a_running_job_and_shows_what_the_tables_hold(
     assert log.count("no faultline tables here") == 1, log  # said once, not at every refresh
 
 
-@pytest.mark.spark
+@pytest.mark.jvm
 def test_the_transactions_panel_shows_the_half_messages_waiting_and_their_age(
-    browser: Any, tmp_path: Path
+    job: Job, browser: Any, tmp_path: Path
 ) -> None:
     """The quick scenario cut 20 s after its traffic: the half messages answered UNKNOW and the
     one whose end went to a broker in the outage still wait for a check when the job ends."""
@@ -249,10 +256,10 @@ def test_the_transactions_panel_shows_the_half_messages_waiting_and_their_age(
     scenario = tmp_path / "quick-cut.yaml"
     scenario.write_text(quick.replace("\ntail: 11m\n", "\ntail: 20s\n"))
     out = tmp_path / "out"
-    job = faultline("run", "--scenario", str(scenario), "--output", str(out),
-                    "--checkpoint", str(tmp_path / "ck"), "--max-records-per-batch", "1000000",
-                    "--config", str(CONF_DIR / "rocketmq-only.yaml"), cwd=tmp_path)  # fmt: skip
-    assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-3000:]
+    ran = job("run", "--scenario", str(scenario), "--output", str(out),
+              "--checkpoint", str(tmp_path / "ck"), "--max-records-per-batch", "1000000",
+              "--config", str(CONF_DIR / "rocketmq-only.yaml"), cwd=tmp_path)  # fmt: skip
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
     server, url = _serve(out, tmp_path)
     try:
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
@@ -266,8 +273,8 @@ def test_the_transactions_panel_shows_the_half_messages_waiting_and_their_age(
     rows["settled"] = rows["next_check_at"].isna()
     last = rows.sort_values(["effective_at", "settled"], kind="stable").groupby("transaction_id")
     waiting = last.tail(1).query("not settled").iloc[0]
-    cli = faultline("explain", "--output", str(out), "--transaction",
-                    waiting["transaction_id"], cwd=tmp_path)  # fmt: skip
+    cli = job("explain", "--output", str(out), "--transaction",
+              waiting["transaction_id"], cwd=tmp_path)  # fmt: skip
     assert cli.returncode == 0, cli.stderr
     assert cli.stdout.splitlines()[-1] == (
         f"  waiting: the broker checks it next at {iso(waiting['next_check_at'])}"

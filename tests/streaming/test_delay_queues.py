@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from tests.engine.conftest import T0, beat, beats, consume, failed, send
-from tests.streaming.conftest import faultline, table
+from tests.streaming.conftest import Job, table
 from udfs.rocketmq import DelayLevels
 
-pytestmark = pytest.mark.spark
+pytestmark = pytest.mark.jvm
 
 LEVELS = DelayLevels.parse()
 FIRST_CLOCK = 60_000
@@ -28,7 +28,9 @@ def _stored(eid: str, t: int, level: int) -> dict[str, Any]:
     return send(eid, t, "broker-a", delay_level=level, queue_id=1)
 
 
-def test_messages_wait_for_event_time_and_a_quiet_stream_releases_them(tmp_path: Path) -> None:
+def test_messages_wait_for_event_time_and_a_quiet_stream_releases_them(
+    job: Job, tmp_path: Path
+) -> None:
     config = tmp_path / "job.yaml"
     config.write_text("max_redeliveries: 2\ncluster_profile: rocketmq-4.9\n")
     delayed = [_stored(f"d{level:03d}", level, level) for level in (*range(-1, 20), 100)]
@@ -40,7 +42,7 @@ def test_messages_wait_for_event_time_and_a_quiet_stream_releases_them(tmp_path:
     _write(folder, "part-00000.jsonl", busy)
     args = ("run", "--source", "files", "--path", str(folder), "--once", "--config", str(config),
             "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "ck"))  # fmt: skip
-    first = faultline(*args, cwd=tmp_path)
+    first = job(*args, cwd=tmp_path)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
 
     out = tmp_path / "out"
@@ -78,7 +80,7 @@ def test_messages_wait_for_event_time_and_a_quiet_stream_releases_them(tmp_path:
 
     # then the stream goes quiet: only heartbeats, every 30 s, for a little over two hours
     _write(folder, "part-00001.jsonl", beats(LEVELS.delay_ms(18) + 300_000))
-    second = faultline(*args, cwd=tmp_path)
+    second = job(*args, cwd=tmp_path)
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
     released = table(out, "redeliveries").set_index("event_id")
     assert released.index.is_unique

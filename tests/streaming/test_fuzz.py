@@ -20,12 +20,12 @@ from streaming.sim.fuzz import MUTATIONS, Palette, mixed_stream
 from streaming.sim.mock_kafka import mock_cluster
 from streaming.sim.simulator import simulate
 from tests.fuzzing import palettes
-from tests.streaming.conftest import faultline, table
+from tests.streaming.conftest import Job, table
 from udfs import engine
 from udfs.schema import TABLES
 from udfs.vocabulary import ReasonCode
 
-pytestmark = pytest.mark.spark
+pytestmark = pytest.mark.jvm
 
 SCENARIO = load_scenario("quick")
 VALID = simulate(SCENARIO)
@@ -80,7 +80,7 @@ def _frame(events: list[dict[str, Any]]) -> Any:
 @FUZZ
 @given(palette=palettes())
 def test_100000_fuzzed_records_in_a_files_stream(
-    palette: Palette, tmp_path_factory: pytest.TempPathFactory
+    job: Job, palette: Palette, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """100,000 fuzzed records among the quick scenario's 1,813 events, one JSON-lines file read
     in batches of 20,000. A record is one line: the generator writes no ``\\n`` inside one (JSON
@@ -96,7 +96,7 @@ def test_100000_fuzzed_records_in_a_files_stream(
     path.write_bytes(b"\n".join(records) + b"\n")
     os.utime(path, ns=(WRITTEN_AT * 1_000_000,) * 2)
     assert count_records(path) == len(records)
-    result = faultline(
+    result = job(
         "run", "--source", "files", "--path", str(folder), "--once",
         "--output", str(tmp / "out"), "--checkpoint", str(tmp / "ck"),
         "--max-records-per-batch", str(batch), cwd=tmp,
@@ -109,7 +109,7 @@ def test_100000_fuzzed_records_in_a_files_stream(
 @FUZZ
 @given(palette=palettes())
 def test_fuzzed_kafka_values_tombstones_and_bytes_are_each_counted(
-    palette: Palette, tmp_path_factory: pytest.TempPathFactory
+    job: Job, palette: Palette, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """The Kafka source gets any bytes: 5,000 fuzzed values (newlines inside, not UTF-8),
     empty values and tombstones (no value) among the quick scenario's events, on one partition
@@ -126,7 +126,7 @@ def test_fuzzed_kafka_values_tombstones_and_bytes_are_each_counted(
         for v in values:
             producer.produce("fuzz", value=v, partition=0, timestamp=WRITTEN_AT)
         assert producer.flush(60) == 0
-        result = faultline(
+        result = job(
             "run", "--source", "kafka", "--kafka-bootstrap", bootstrap, "--topic", "fuzz",
             "--config", str(config), "--max-offsets-per-trigger", str(batch), "--once",
             "--output", str(tmp / "out"), "--checkpoint", str(tmp / "ck"), cwd=tmp,

@@ -19,7 +19,8 @@ from tests.streaming.conftest import (
     DECISION_TABLES,
     INT,
     OUTPUT_TABLES,
-    faultline,
+    DefaultRun,
+    Job,
     interrupt_after,
     quick_run,
     same_tables,
@@ -30,23 +31,14 @@ from udfs import engine
 from udfs.parse import parse
 from udfs.rocketmq import PROFILES, not_available_duration
 
-pytestmark = pytest.mark.spark
+pytestmark = pytest.mark.jvm
 
 
-# --- the default run, exactly as the README has it ---------------------------------------------
+# --- the default run, exactly as the README has it (tests/streaming/conftest.py) ---------------
 
 
-@pytest.fixture(scope="module")
-def default_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    cwd = tmp_path_factory.mktemp("default")
-    result = faultline("run", cwd=cwd)
-    assert result.returncode == 0, result.stdout + result.stderr
-    (cwd / "stderr.log").write_text(result.stderr)
-    return cwd / "output", result.stdout
-
-
-def test_default_run_prints_progress_and_a_summary(default_run: tuple[Path, str]) -> None:
-    output, stdout = default_run
+def test_default_run_prints_progress_and_a_summary(default_run: DefaultRun) -> None:
+    output, stdout = default_run.output, default_run.stdout
     assert "isolations (cluster scope)" in stdout and "rows per table:" in stdout
     for name in (*OUTPUT_TABLES, "batches"):
         assert str(output / name) in stdout
@@ -55,7 +47,7 @@ def test_default_run_prints_progress_and_a_summary(default_run: tuple[Path, str]
     # one progress line per batch, and not a warning from the JVM
     lines = re.findall(r"^batch (\d+): (\d+) records in .*; isolated now: ", stdout, re.M)
     assert lines == [(str(b.batch_id), str(b.input)) for b in batches.itertuples()]
-    stderr = (output.parent / "stderr.log").read_text()
+    stderr = default_run.stderr
     assert not re.search(r"\bWARN(ING)?\b", stdout + stderr), stderr
     # the simulator's events, read 20,000 per micro-batch (conf/faultline.yaml), all valid
     sizes = [min(20_000, len(events) - n) for n in range(0, len(events), 20_000)]
@@ -94,9 +86,9 @@ def _expected_durations(profile: str, broker: str) -> set[int]:
 
 
 def test_injected_faults_isolate_for_the_durations_of_each_profile(
-    default_run: tuple[Path, str],
+    default_run: DefaultRun,
 ) -> None:
-    output, _ = default_run
+    output = default_run.output
     decisions = table(output, "broker_decisions")
     isolating = decisions[decisions["decision"].isin(["ISOLATE", "EXTEND", "SHORTEN"])]
     seen: dict[tuple[str, str], set[int]] = {}
@@ -117,9 +109,9 @@ def test_injected_faults_isolate_for_the_durations_of_each_profile(
 
 
 def test_healthy_broker_is_never_isolated_and_every_isolation_ends(
-    default_run: tuple[Path, str],
+    default_run: DefaultRun,
 ) -> None:
-    output, _ = default_run
+    output = default_run.output
     decisions = table(output, "broker_decisions")
     assert decisions[decisions["broker_name"] == "broker-a"].empty
     for (scope, key, broker), group in decisions.groupby(["scope", "scope_key", "broker_name"]):
@@ -139,9 +131,9 @@ def test_healthy_broker_is_never_isolated_and_every_isolation_ends(
 
 
 def test_a_silent_broker_drops_out_of_the_route_and_comes_back(
-    default_run: tuple[Path, str],
+    default_run: DefaultRun,
 ) -> None:
-    output, _ = default_run
+    output = default_run.output
     decisions = table(output, "broker_decisions")
     route = decisions[decisions["decision"].str.startswith("ROUTE")].sort_values("effective_at")
     assert list(zip(route["broker_name"], route["decision"], strict=True)) == [
@@ -162,10 +154,10 @@ def test_a_silent_broker_drops_out_of_the_route_and_comes_back(
     assert all("broker-f" not in {q["broker_name"] for q in s} for s in during["selectable"])
 
 
-def test_the_default_run_follows_its_transactions(default_run: tuple[Path, str]) -> None:
+def test_the_default_run_follows_its_transactions(default_run: DefaultRun) -> None:
     """p-5-tx's half messages in the job's table are the engine's over the same events (one
     batch, no Spark), the end lost in broker-c's outage among them; the summary counts them."""
-    output, stdout = default_run
+    output, stdout = default_run.output, default_run.stdout
     scenario = load_scenario("default")
     events = simulate(scenario)
     parsed = parse([json.dumps(e) for e in events], ["t"] * len(events),
@@ -189,8 +181,8 @@ def test_the_default_run_follows_its_transactions(default_run: tuple[Path, str])
     assert re.search(rf"^  DISCARDED +{counts['DISCARDED']}$", stdout, re.M)
 
 
-def test_routing_decisions_follow_each_profile(default_run: tuple[Path, str]) -> None:
-    output, _ = default_run
+def test_routing_decisions_follow_each_profile(default_run: DefaultRun) -> None:
+    output = default_run.output
     decisions = table(output, "routing_decisions")
     # one decision per scope for every failed attempt that the producer retried: the input
     # shows which ones, by the attempt that followed it
@@ -226,12 +218,12 @@ def test_routing_decisions_follow_each_profile(default_run: tuple[Path, str]) ->
 
 
 def test_repeated_records_are_counted_and_change_no_table(
-    default_run: tuple[Path, str], tmp_path: Path
+    default_run: DefaultRun, job: Job, tmp_path: Path
 ) -> None:
     """At-least-once delivery: 5% of the default scenario's records arrive twice, the copy up to
     2,500 records (about 15 s of events) after the original, in the same micro-batch or in a
     later one within the allowed lateness. The tables are those of the run without repeats."""
-    output, _ = default_run
+    output = default_run.output
     lines = [json.dumps(e) for e in simulate(load_scenario("default"))]
     rng = random.Random(9)
     repeated = sorted(rng.sample(range(len(lines)), len(lines) // 20))
@@ -246,7 +238,7 @@ def test_repeated_records_are_counted_and_change_no_table(
     later = [n for n, line in enumerate(stream) if position[line] != n]
     same_batch = sum(position[stream[n]] // batch == n // batch for n in later)
     assert 0 < same_batch < len(later) == len(repeated)  # both kinds of repeat are there
-    result = faultline(
+    result = job(
         "run", "--source", "files", "--path", str(folder), "--once",
         "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "ck"),
         "--max-records-per-batch", str(batch), cwd=tmp_path,
@@ -274,13 +266,15 @@ def test_one_batch_and_many_small_batches_give_the_same_decisions(
 
 
 def test_summaries_through_the_job_write_what_per_send_reporting_writes(
-    reference: Path, tmp_path: Path
+    reference: Path, job: Job, tmp_path: Path
 ) -> None:
     """``--reporting summary``: the quick scenario's producers and consumers report through
     :class:`streaming.client.Reporter`, in batches of 200 records as the reference run. Every
     table but ``fault_items`` holds the reference's rows; ``batches`` counts fewer records
     standing for as many messages, as the run's summary line says."""
-    out = quick_run(tmp_path, "summary", "--max-records-per-batch", "200", "--reporting", "summary")
+    out = quick_run(
+        job, tmp_path, "summary", "--max-records-per-batch", "200", "--reporting", "summary"
+    )
     same_tables(
         reference,
         out,
@@ -319,7 +313,9 @@ def test_the_job_maintains_its_tables_and_logs_sparks_progress(reference: Path) 
     assert (batches["add_batch_ms"] > 0).all()
 
 
-def test_explain_shows_a_producers_selectable_queues_at_the_instant(reference: Path) -> None:
+def test_explain_shows_a_producers_selectable_queues_at_the_instant(
+    reference: Path, job: Job
+) -> None:
     """In the producer scope, ``faultline explain`` lists the queues the producer may select
     then (its routing table, kept compact in the tables): the quick scenario's topic ``orders``
     has two queues on each of broker-a, broker-b and broker-c, less the brokers the producer's
@@ -336,7 +332,7 @@ def test_explain_shows_a_producers_selectable_queues_at_the_instant(reference: P
         isolated[r.broker_name] = r.available_from if r.decision != "RESTORE" else None
     isolated = {b: until for b, until in isolated.items() if until is not None and until > at}
     assert broker in isolated
-    explained = faultline(
+    explained = job(
         "explain", "--output", str(reference), "--broker", broker, "--at", str(at),
         "--scope", f"producer:{producer}", "--json", cwd=reference.parent,
     )  # fmt: skip
@@ -347,7 +343,7 @@ def test_explain_shows_a_producers_selectable_queues_at_the_instant(reference: P
         (b, q) for b in ("broker-a", "broker-b", "broker-c") if b not in isolated for q in (0, 1)
     ]
     assert {i["broker_name"]: i["until"] for i in routing["isolated"]} == isolated
-    text = faultline(
+    text = job(
         "explain", "--output", str(reference), "--broker", broker, "--at", str(at),
         "--scope", f"producer:{producer}", cwd=reference.parent,
     ).stdout  # fmt: skip
@@ -357,23 +353,26 @@ def test_explain_shows_a_producers_selectable_queues_at_the_instant(reference: P
     assert f"\n    isolated: {broker} until " in text
 
 
-def _quick_args(folder: Path) -> tuple[str, ...]:
-    """The quick scenario in batches of 200, like the reference run, into ``folder``."""
+def _quick_args(folder: Path, batch: int = 200) -> tuple[str, ...]:
+    """The quick scenario in batches of ``batch`` (200: like the reference run), into
+    ``folder``."""
     out, ck = str(folder / "out"), str(folder / "ck")
     return ("run", "--scenario", "quick", "--output", out, "--checkpoint", ck,
-            "--max-records-per-batch", "200")  # fmt: skip
+            "--max-records-per-batch", str(batch))  # fmt: skip
 
 
-def test_stopped_and_restarted_equals_uninterrupted(reference: Path, tmp_path: Path) -> None:
-    """Ctrl-C after two batches, then a restart. (Kills: test_crash.py at every point of a batch,
-    test_kafka.py at any moment.)"""
+def test_stopped_and_restarted_equals_uninterrupted(
+    reference: Path, job: Job, tmp_path: Path
+) -> None:
+    """Ctrl-C to the ``faultline`` process after two batches, then a restart. (Kills:
+    test_crash.py at every point of a batch, test_kafka.py at any moment.)"""
     args = _quick_args(tmp_path)
     proc = start(*args, cwd=tmp_path)
     code = interrupt_after(proc, tmp_path / "out", 2, INT)
     assert code == 0
     done = len(table(tmp_path / "out", "batches"))
     assert 2 <= done < len(table(reference, "batches"))
-    result = faultline(*args, cwd=tmp_path)
+    result = job(*args, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     same_tables(reference, tmp_path / "out")
     # each batch committed once, with the records of the same batch of the uninterrupted run
@@ -384,7 +383,7 @@ def test_stopped_and_restarted_equals_uninterrupted(reference: Path, tmp_path: P
 
 
 def test_a_cluster_split_over_two_tasks_writes_the_same_rows(
-    reference: Path, tmp_path: Path
+    reference: Path, job: Job, tmp_path: Path
 ) -> None:
     """``stateful_shards: 2``: the quick scenario's one cluster runs in two tasks, stopped after
     two batches and resumed; every table equals the one-task run's. The checkpoint keeps its
@@ -392,11 +391,11 @@ def test_a_cluster_split_over_two_tasks_writes_the_same_rows(
     args = (*_quick_args(tmp_path), "--stateful-shards", "2")
     code = interrupt_after(start(*args, cwd=tmp_path), tmp_path / "out", 2, INT)
     assert code == 0
-    refused = faultline(*args[:-1], "1", cwd=tmp_path)
+    refused = job(*args[:-1], "1", cwd=tmp_path)
     assert refused.returncode == 2
     assert "stateful_shards: the checkpoint" in refused.stderr
     assert "was made with stateful_shards=2, this run has 1" in refused.stderr
-    result = faultline(*args, cwd=tmp_path)
+    result = job(*args, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     same_tables(reference, tmp_path / "out")
     columns = ["batch_id", "input", "valid", "duplicates", "stale", "clock"]
@@ -411,7 +410,7 @@ def test_a_cluster_split_over_two_tasks_writes_the_same_rows(
 # --- bad input ---------------------------------------------------------------------------------
 
 
-def test_salted_stream_counts_in_equal_counts_out(tmp_path: Path) -> None:
+def test_salted_stream_counts_in_equal_counts_out(job: Job, tmp_path: Path) -> None:
     events = simulate(load_scenario("quick"))
     lines = [json.dumps(e) for e in events]
     t0, cluster = events[0]["event_time"], events[0]["cluster"]
@@ -497,11 +496,11 @@ def test_salted_stream_counts_in_equal_counts_out(tmp_path: Path) -> None:
         "--max-records-per-batch",
         "400",
     )
-    first = faultline(*args, cwd=tmp_path)
+    first = job(*args, cwd=tmp_path)
     assert first.returncode == 0, first.stderr[-3000:]
     # a file that arrives later, with events older than the clock minus the allowed lateness
     (folder / "part-00001.jsonl").write_text("\n".join(late) + "\n")
-    second = faultline(*args, cwd=tmp_path)
+    second = job(*args, cwd=tmp_path)
     assert second.returncode == 0, second.stderr[-3000:]
     body += late
     out = tmp_path / "out"
@@ -529,38 +528,8 @@ def test_salted_stream_counts_in_equal_counts_out(tmp_path: Path) -> None:
     assert sorted(table(out, "late_events")["event_id"]) == ["late-0", "late-1", "late-2"]
 
 
-def test_bad_configuration_stops_before_spark_and_names_the_key(tmp_path: Path) -> None:
-    config = tmp_path / "bad.yaml"
-    config.write_text(
-        "scope: everything\nmax_records_per_batch: 0\nunknown_key: 1\ndelay_levels: 1s 5s 10x\n"
-    )
-    result = faultline("run", "--config", str(config), cwd=tmp_path, timeout=60)
-    assert result.returncode == 2
-    assert f"{config}: scope = 'everything'" in result.stderr
-    assert f"{config}: max_records_per_batch = 0" in result.stderr
-    assert f"{config}: unknown_key = 1: unknown key" in result.stderr
-    assert f"{config}: delay_levels = '1s 5s 10x': " in result.stderr
-    assert "level 3 is '10x'" in result.stderr
-    flag = faultline("run", "--scope", "all", cwd=tmp_path, timeout=60)
-    assert flag.returncode == 2 and "command line --scope: scope = 'all'" in flag.stderr
-    assert not (tmp_path / "output").exists()
-
-
-def test_a_checkpoint_is_not_resumed_with_another_source(tmp_path: Path) -> None:
-    """The README's default run, then a Kafka or files run on the same checkpoint: refused,
-    before Spark starts, naming both sources."""
-    mark = tmp_path / "checkpoints" / "faultline" / "faultline-source.json"
-    mark.parent.mkdir(parents=True)
-    mark.write_text(json.dumps({"source": "simulator", "scenario": "default"}))
-    result = faultline("run", "--source", "files", "--path", str(tmp_path), cwd=tmp_path)
-    assert result.returncode == 2
-    assert f"checkpoint {mark.parent} belongs to {{'source': 'simulator'" in result.stderr
-    assert "give this source its own --checkpoint" in result.stderr
-    assert not (tmp_path / "output").exists()
-
-
-def test_the_policies_run_in_the_job_as_in_the_engine(tmp_path: Path) -> None:
-    """Every policy on, the quick scenario in batches of 200: the policies' rows in Delta are the
+def test_the_policies_run_in_the_job_as_in_the_engine(job: Job, tmp_path: Path) -> None:
+    """Every policy on, the quick scenario in batches of 600: the policies' rows in Delta are the
     engine's over the same events in one batch, and released messages name their broker."""
     from streaming.config import engine_config, load_job_config
     from tests.engine.conftest import frame
@@ -572,7 +541,7 @@ def test_the_policies_run_in_the_job_as_in_the_engine(tmp_path: Path) -> None:
         "  latency_outlier_min_latency: 20ms\n  recovery_probe_share: 0.1\n"
         "  fault_aware_release: true\n  report_queue_swaps: true\n"
     )
-    result = faultline(*_quick_args(tmp_path), "--config", str(config), cwd=tmp_path)
+    result = job(*_quick_args(tmp_path, 600), "--config", str(config), cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     out = tmp_path / "out"
     policy = ["OUTLIER", "HOLD", "PANIC", "PROBE", "RELEASE", "QUEUE_SWAP"]
@@ -594,9 +563,7 @@ def test_the_policies_run_in_the_job_as_in_the_engine(tmp_path: Path) -> None:
     # faultline explain tells the policies' word: a broker the cap kept in the route is available
     panic = decisions[decisions["decision"] == "PANIC"].iloc[0]
     broker, at = panic["broker_name"], str(int(panic["effective_at"]))
-    explained = faultline(
-        "explain", "--output", str(out), "--broker", broker, "--at", at, cwd=tmp_path
-    )
+    explained = job("explain", "--output", str(out), "--broker", broker, "--at", at, cwd=tmp_path)
     assert explained.returncode == 0, explained.stderr
     first, *rest = explained.stdout.splitlines()
     assert first.endswith(": AVAILABLE")

@@ -10,7 +10,7 @@ import pytest
 
 from streaming.bench import latency
 
-pytestmark = pytest.mark.spark
+pytestmark = pytest.mark.jvm
 
 INCIDENT = re.compile(r"^incident (\d+): (broker-\d+) failing from .*: isolated after ([\d,]+) ms")
 

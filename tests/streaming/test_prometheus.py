@@ -216,9 +216,9 @@ def query(api: str, expr: str, **params: str) -> list[dict[str, Any]]:
     return list(body["data"]["result"])
 
 
-@pytest.mark.spark
+@pytest.mark.jvm
 def test_prometheus_sees_what_the_tables_hold(tmp_path: Path, prometheus: tuple[str, int]) -> None:
-    """The default scenario, in batches of 2,000 records, scraped every second: the decision
+    """The default scenario, in batches of 4,000 records, scraped every second: the decision
     and record counts equal the tables; at every scrape, the brokers the cluster scope holds out
     are those the rows of the batches committed by then hold out."""
     api, port = prometheus
@@ -230,7 +230,7 @@ def test_prometheus_sees_what_the_tables_hold(tmp_path: Path, prometheus: tuple[
         "--metrics.linger",
         "60s",
         "--max-records-per-batch",
-        "2000",
+        "4000",
         cwd=tmp_path,
     )
     assert job.stdout is not None

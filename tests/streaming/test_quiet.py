@@ -15,7 +15,7 @@ from streaming.config import CONF_DIR
 from tests.engine.conftest import T0, beat, consume, route, send
 from tests.streaming.conftest import INT, batches_committed, start, table
 
-pytestmark = pytest.mark.spark
+pytestmark = pytest.mark.jvm
 
 HOUR = 3_600_000
 

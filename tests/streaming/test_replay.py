@@ -14,9 +14,9 @@ import pytest
 
 from streaming.client import decision_state
 from streaming.tools.explain import iso
-from tests.streaming.conftest import OUTPUT_TABLES, batch_rows, canonical, faultline, table
+from tests.streaming.conftest import OUTPUT_TABLES, Job, batch_rows, canonical, table
 
-pytestmark = pytest.mark.spark
+pytestmark = pytest.mark.jvm
 
 
 def _tree(root: Path) -> dict[str, tuple[int, int]]:
@@ -40,17 +40,17 @@ def moved(reference: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         path.chmod(path.stat().st_mode | stat.S_IWUSR)
 
 
-def _replay(*args: str, cwd: Path) -> tuple[int, str, str]:
-    result = faultline("replay", *args, cwd=cwd)
+def _replay(job: Job, *args: str, cwd: Path) -> tuple[int, str, str]:
+    result = job("replay", *args, cwd=cwd)
     return result.returncode, result.stdout, result.stderr
 
 
 def test_a_replayed_window_writes_the_rows_of_the_original_batches(
-    reference: Path, moved: Path, tmp_path: Path
+    job: Job, reference: Path, moved: Path, tmp_path: Path
 ) -> None:
     last = int(table(reference, "batches")["batch_id"].max())
     code, out, err = _replay(
-        "--checkpoint", str(moved), "--output", str(tmp_path / "rep"), "--from-batch", "3",
+        job, "--checkpoint", str(moved), "--output", str(tmp_path / "rep"), "--from-batch", "3",
         cwd=tmp_path,
     )  # fmt: skip
     assert code == 0, err[-3000:]
@@ -68,10 +68,10 @@ def test_a_replayed_window_writes_the_rows_of_the_original_batches(
 
 
 def test_what_if_prints_the_difference_and_writes_its_own_tables(
-    reference: Path, moved: Path, tmp_path: Path
+    job: Job, reference: Path, moved: Path, tmp_path: Path
 ) -> None:
     code, out, err = _replay(
-        "--checkpoint", str(moved), "--output", str(tmp_path / "whatif"), "--from-batch", "2",
+        job, "--checkpoint", str(moved), "--output", str(tmp_path / "whatif"), "--from-batch", "2",
         "--to-batch", "5", "--set", "cluster_profile=rocketmq-4.9", cwd=tmp_path,
     )  # fmt: skip
     assert code == 0, err[-3000:]
@@ -87,8 +87,10 @@ def test_what_if_prints_the_difference_and_writes_its_own_tables(
     )
 
 
-def test_state_prints_the_clock_isolations_and_delay_queues(moved: Path, tmp_path: Path) -> None:
-    result = faultline("state", "--checkpoint", str(moved), "--batch", "4", cwd=tmp_path)
+def test_state_prints_the_clock_isolations_and_delay_queues(
+    job: Job, moved: Path, tmp_path: Path
+) -> None:
+    result = job("state", "--checkpoint", str(moved), "--batch", "4", cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     out = result.stdout
     assert out.startswith("state after batch 4\n")
@@ -117,10 +119,10 @@ def test_state_prints_the_clock_isolations_and_delay_queues(moved: Path, tmp_pat
     ],
 )
 def test_a_replay_that_cannot_be_done_says_why_in_one_line(
-    moved: Path, tmp_path: Path, args: tuple[str, ...], message: str
+    job: Job, moved: Path, tmp_path: Path, args: tuple[str, ...], message: str
 ) -> None:
     code, _, err = _replay(
-        "--checkpoint", str(moved), "--output", str(tmp_path / "rep"), *args, cwd=tmp_path
+        job, "--checkpoint", str(moved), "--output", str(tmp_path / "rep"), *args, cwd=tmp_path
     )
     assert code == 2
     assert re.search(message, err), err
@@ -128,17 +130,17 @@ def test_a_replay_that_cannot_be_done_says_why_in_one_line(
 
 
 def test_a_missing_checkpoint_or_a_used_output_folder_is_refused(
-    moved: Path, tmp_path: Path
+    job: Job, moved: Path, tmp_path: Path
 ) -> None:
     code, _, err = _replay(
-        "--checkpoint", str(tmp_path / "nothing"), "--output", str(tmp_path / "r"),
+        job, "--checkpoint", str(tmp_path / "nothing"), "--output", str(tmp_path / "r"),
         "--from-batch", "0", cwd=tmp_path,
     )  # fmt: skip
     assert code == 2 and "not a faultline checkpoint" in err
     (tmp_path / "used").mkdir()
     (tmp_path / "used" / "x").write_text("")
     code, _, err = _replay(
-        "--checkpoint", str(moved), "--output", str(tmp_path / "used"), "--from-batch", "0",
+        job, "--checkpoint", str(moved), "--output", str(tmp_path / "used"), "--from-batch", "0",
         cwd=tmp_path,
     )  # fmt: skip
     assert code == 2 and "is not empty" in err
@@ -147,20 +149,20 @@ def test_a_missing_checkpoint_or_a_used_output_folder_is_refused(
 # --- explain -------------------------------------------------------------------------------------
 
 
-def _explain(*args: str, cwd: Path) -> tuple[int, str, str]:
-    result = faultline("explain", *args, cwd=cwd)
+def _explain(job: Job, *args: str, cwd: Path) -> tuple[int, str, str]:
+    result = job("explain", *args, cwd=cwd)
     return result.returncode, result.stdout, result.stderr
 
 
 def test_explain_names_the_send_that_isolated_a_broker_and_the_rule(
-    reference: Path, tmp_path: Path
+    job: Job, reference: Path, tmp_path: Path
 ) -> None:
     decisions = table(reference, "broker_decisions")
     cluster = decisions[decisions["scope"] == "cluster"].sort_values("effective_at")
     first = cluster[cluster["decision"] == "ISOLATE"].iloc[0]
     broker, at = first["broker_name"], int(first["effective_at"]) + 1
     code, out, err = _explain(
-        "--output", str(reference), "--broker", broker, "--at", str(at), "--json", cwd=tmp_path
+        job, "--output", str(reference), "--broker", broker, "--at", str(at), "--json", cwd=tmp_path
     )
     assert code == 0, err
     answer = json.loads(out)
@@ -177,7 +179,7 @@ def test_explain_names_the_send_that_isolated_a_broker_and_the_rule(
     assert 0 <= at - answer["nameserver"]["last_heartbeat"] <= 30_000  # brokers beat every 30 s
     assert answer["set_by"]["attempt"] is not None
     code, text, _ = _explain(
-        "--output", str(reference), "--broker", broker, "--at", str(at), cwd=tmp_path
+        job, "--output", str(reference), "--broker", broker, "--at", str(at), cwd=tmp_path
     )
     assert code == 0
     assert text.startswith(f"{broker} at ") and ": NOT AVAILABLE" in text.splitlines()[0]
@@ -187,7 +189,15 @@ def test_explain_names_the_send_that_isolated_a_broker_and_the_rule(
     restore = cluster[(cluster["broker_name"] == broker) & (cluster["decision"] == "RESTORE")]
     after = int(restore.iloc[0]["effective_at"])
     code, out, _ = _explain(
-        "--output", str(reference), "--broker", broker, "--at", str(after), "--json", cwd=tmp_path
+        job,
+        "--output",
+        str(reference),
+        "--broker",
+        broker,
+        "--at",
+        str(after),
+        "--json",
+        cwd=tmp_path,
     )
     assert json.loads(out)["available"] is (
         not any(
@@ -199,14 +209,16 @@ def test_explain_names_the_send_that_isolated_a_broker_and_the_rule(
     )
 
 
-def test_explain_prints_a_messages_path(reference: Path, tmp_path: Path) -> None:
+def test_explain_prints_a_messages_path(job: Job, reference: Path, tmp_path: Path) -> None:
     entries = table(reference, "schedule_entries")
     out_rows = table(reference, "redeliveries")
     retried = table(reference, "routing_decisions")
     message = sorted(
         set(entries["message_id"]) & set(out_rows["message_id"]) & set(retried["message_id"])
     )[0]
-    code, out, err = _explain("--output", str(reference), "--message-id", message, cwd=tmp_path)
+    code, out, err = _explain(
+        job, "--output", str(reference), "--message-id", message, cwd=tmp_path
+    )
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0] == f"message {message}:"
@@ -233,7 +245,7 @@ next check, the rule (and the event that caused it)."""
 
 
 def test_explain_follows_a_transaction_through_its_checks_and_answers(
-    reference: Path, tmp_path: Path
+    job: Job, reference: Path, tmp_path: Path
 ) -> None:
     """Every row of a transaction, in order, with its rule, the broker, the checks and the answers
     to the checks: one discarded after 15 checks answered UNKNOW, and one whose end was UNKNOW,
@@ -244,7 +256,9 @@ def test_explain_follows_a_transaction_through_its_checks_and_answers(
     committed = rows[checked]["transaction_id"].iloc[0]
     answer = {"COMMIT": "COMMIT_MESSAGE", "ROLLBACK": "ROLLBACK_MESSAGE", "UNKNOWN": "UNKNOW"}
     for tx in (discarded, committed):
-        code, out, err = _explain("--output", str(reference), "--transaction", tx, cwd=tmp_path)
+        code, out, err = _explain(
+            job, "--output", str(reference), "--transaction", tx, cwd=tmp_path
+        )
         assert code == 0, err
         head, *lines, tail = out.splitlines()
         mine = rows[rows["transaction_id"] == tx].sort_values("effective_at", kind="stable")
@@ -283,7 +297,7 @@ def test_explain_follows_a_transaction_through_its_checks_and_answers(
             assert states[1] == "UNKNOWN" and "CHECK" in states
             assert (states[-1], got[-1][4]) == ("COMMIT", "COMMIT_MESSAGE")
     code, out, _ = _explain(
-        "--output", str(reference), "--transaction", committed, "--json", cwd=tmp_path
+        job, "--output", str(reference), "--transaction", committed, "--json", cwd=tmp_path
     )
     assert code == 0
     assert [c["state"] for c in json.loads(out)["changes"]] == states
@@ -314,27 +328,22 @@ def test_explain_follows_a_transaction_through_its_checks_and_answers(
     ],
 )
 def test_explain_refuses_what_the_tables_cannot_answer(
-    reference: Path, tmp_path: Path, args: tuple[str, ...], message: str
+    job: Job, reference: Path, tmp_path: Path, args: tuple[str, ...], message: str
 ) -> None:
-    code, _, err = _explain("--output", str(reference), *args, cwd=tmp_path)
+    code, _, err = _explain(job, "--output", str(reference), *args, cwd=tmp_path)
     assert code == 2
     assert re.search(message, err), err
     assert len(err.strip().splitlines()) == 1
-    code, _, err = _explain("--output", str(tmp_path / "none"), *args, cwd=tmp_path)
+    code, _, err = _explain(job, "--output", str(tmp_path / "none"), *args, cwd=tmp_path)
     assert code == 2 and "no such folder" in err
 
 
-def test_a_window_older_than_the_retained_batches_is_refused(tmp_path: Path) -> None:
-    """``min_batches_to_retain: 3``: Spark keeps the logs of the last batches only."""
-    config = tmp_path / "job.yaml"
-    config.write_text("min_batches_to_retain: 3\n")
-    ran = faultline(
-        "run", "--scenario", "quick", "--config", str(config), "--output", str(tmp_path / "out"),
-        "--checkpoint", str(tmp_path / "ck"), "--max-records-per-batch", "200", cwd=tmp_path,
-    )  # fmt: skip
-    assert ran.returncode == 0, ran.stderr[-3000:]
+def test_a_window_older_than_the_retained_batches_is_refused(
+    job: Job, retained: Path, tmp_path: Path
+) -> None:
+    """``min_batches_to_retain: 2``: Spark keeps the logs of the last batches only."""
     code, _, err = _replay(
-        "--checkpoint", str(tmp_path / "ck"), "--output", str(tmp_path / "rep"),
+        job, "--checkpoint", str(retained / "ck"), "--output", str(tmp_path / "rep"),
         "--from-batch", "1", cwd=tmp_path,
     )  # fmt: skip
     assert code == 2

@@ -6,8 +6,6 @@ here; the error a Spark without Delta Lake gives is."""
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,31 +15,24 @@ import pytest
 
 from streaming.job import sink
 from streaming.job.sink_spark import STAGING, DeltaSpark
-from tests.streaming.conftest import batches_committed, faultline
+from tests.streaming.conftest import Job, batches_committed, settings
 
-pytestmark = pytest.mark.spark
+pytestmark = pytest.mark.jvm
 
 MIDNIGHT = 1_795_305_600_000  # 2026-11-22 00:00:00 UTC
 
 
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    from pyspark.sql import SparkSession
-
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    session = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.sql.session.timeZone", "UTC")  # as the job sets it for this sink
-        .config("spark.ui.enabled", "false")
-        .getOrCreate()
-    )
-    yield session
-    session.stop()
+@pytest.fixture
+def utc(spark: Any) -> Iterator[Any]:
+    """The worker's session in UTC, as the job sets it for this sink."""
+    with settings(spark, spark__sql__session__timeZone="UTC"):
+        yield spark
 
 
 def test_staged_files_are_appended_per_table_and_leave_the_staging_folder(
-    spark: Any, tmp_path: Path
+    utc: Any, tmp_path: Path
 ) -> None:
+    spark = utc
     rows = [
         {"cluster": "C", "broker_name": "b", "event_id": f"e{i}", "event_time": MIDNIGHT + t}
         for i, t in enumerate((-2_000, -1, 0, 5_000))
@@ -70,11 +61,11 @@ def test_staged_files_are_appended_per_table_and_leave_the_staging_folder(
     assert batch[["batch_id", "write_ms", "rows_written"]].values.tolist() == [[7, 3, 4]]
 
 
-def test_without_delta_lakes_jars_the_job_stops_before_it_starts(tmp_path: Path) -> None:
+def test_without_delta_lakes_jars_the_job_stops_before_it_starts(job: Job, tmp_path: Path) -> None:
     config = tmp_path / "delta-spark.yaml"
     config.write_text("sink: delta-spark\n")
     out = tmp_path / "out"
-    result = faultline(
+    result = job(
         "run", "--scenario", "quick", "--config", str(config), "--output", str(out),
         "--checkpoint", str(tmp_path / "ck"), cwd=tmp_path,
     )  # fmt: skip

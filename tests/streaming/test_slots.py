@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,26 +10,21 @@ import pytest
 from pyspark import TaskContext
 
 from streaming.job.query import SLOT, slots
+from tests.streaming.conftest import settings
 
-pytestmark = pytest.mark.spark
+pytestmark = pytest.mark.jvm
 
 CLUSTERS = ["FleetCluster", "QuickCluster", "DefaultCluster", "default", "a", "b", "c1", "c2"]
 
 
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    from pyspark.sql import SparkSession
-
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the workers need this venv
-    session = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.sql.shuffle.partitions", "3")
-        .config("spark.sql.adaptive.enabled", "false")  # as in a streaming query: no coalescing
-        .config("spark.ui.enabled", "false")
-        .getOrCreate()
-    )
-    yield session
-    session.stop()
+@pytest.fixture
+def spark(spark: Any) -> Iterator[Any]:
+    """The worker's session with 3 shuffle partitions and, as in a streaming query, no
+    coalescing of them."""
+    with settings(
+        spark, spark__sql__shuffle__partitions="3", spark__sql__adaptive__enabled="false"
+    ):
+        yield spark
 
 
 def _tasks(spark: Any, slots: Any, shards: int) -> dict[str, list[int]]:

@@ -50,7 +50,7 @@ def test_the_episodes_cover_the_days_with_unique_ids_rotating_brokers_and_restar
     assert routes == {f"broker-{n:03d}" for n in range(soak.BROKERS + 1)}
 
 
-@pytest.mark.spark
+@pytest.mark.jvm
 def test_four_days_in_120_batches_hold_every_resource_to_its_mid_run_peak(tmp_path: Path) -> None:
     env = {
         **os.environ,

@@ -3,10 +3,11 @@ provider, through a crash and a restart; ``faultline state`` and ``faultline rep
 checkpoint; a checkpoint keeps its provider; and with a small ``min_batches_to_retain`` the
 state's files on disk stop growing, with either provider.
 
-Two runs of the quick scenario in small batches, the real ``faultline`` process each time: one
-with hdfs, one with RocksDB killed in the middle and resumed. Spark's background maintenance,
-which snapshots and deletes old state files, runs every minute; the runs make it run every 200 ms
-(and snapshot every 5 batches), so the bound shows within seconds."""
+Two runs of the quick scenario in small batches: the shared ``retained`` run with hdfs
+(tests/streaming/conftest.py), and one with RocksDB, killed (the ``faultline`` process, SIGKILL) in
+the middle and resumed in this process. Spark's background maintenance, which snapshots and
+deletes old state files, runs every minute; the runs make it run every 200 ms (and snapshot every
+2 batches), so the bound shows within seconds."""
 
 from __future__ import annotations
 
@@ -24,61 +25,57 @@ from streaming import cli
 from streaming.job.checkpoint import LAYOUT_MARK, check_layout
 from streaming.job.session import PROVIDER_CLASS, STATE_STORES
 from streaming.tools import replay
-from tests.streaming.conftest import OUTPUT_TABLES, batch_rows, faultline, table
+from tests.streaming.conftest import (
+    OUTPUT_TABLES,
+    RETAIN,
+    SESSION,
+    Job,
+    batch_rows,
+    faultline,
+    settings,
+    table,
+)
 
-pytestmark = pytest.mark.spark
+pytestmark = pytest.mark.jvm
 
-BATCH = 200
-"""Records per micro-batch: the quick scenario (1,813 records) in 10 batches."""
 BATCHES = 10
-RETAIN = 2
-"""``min_batches_to_retain``."""
-SNAPSHOT_EVERY = 2
+"""The quick scenario (1,813 records) in batches of 200."""
+SNAPSHOT_EVERY = int(SESSION["spark.sql.streaming.stateStore.minDeltasForSnapshot"])
 CRASH = BATCHES - RETAIN
 """The RocksDB run is killed after this batch's Delta commits, before Spark's commit log: late
 enough that a replay can still start there."""
 SPARK = {
-    "PYSPARK_SUBMIT_ARGS": (
-        "--conf spark.sql.streaming.stateStore.maintenanceInterval=200ms "
-        f"--conf spark.sql.streaming.stateStore.minDeltasForSnapshot={SNAPSHOT_EVERY} "
-        "pyspark-shell"
-    )
+    "PYSPARK_SUBMIT_ARGS": " ".join(f"--conf {k}={v}" for k, v in SESSION.items())
+    + " pyspark-shell"
 }
+"""The killed process's Spark, set as the worker's session is (``SESSION``)."""
 
 
-def _run(folder: Path, *extra: str, env: dict[str, str] | None = None) -> Any:
+def _args(folder: Path, *extra: str) -> tuple[str, ...]:
     config = folder / "job.yaml"
     config.write_text(f"min_batches_to_retain: {RETAIN}\n")
-    return faultline(
-        "run", "--scenario", "quick", "--config", str(config), "--output", str(folder / "out"),
-        "--checkpoint", str(folder / "ck"), "--max-records-per-batch", str(BATCH), *extra,
-        cwd=folder, env={**SPARK, **(env or {})},
-    )  # fmt: skip
+    out, ck = str(folder / "out"), str(folder / "ck")
+    return ("run", "--scenario", "quick", "--config", str(config), "--output", out,
+            "--checkpoint", ck, "--max-records-per-batch", "200", *extra)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
-def hdfs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def hdfs(retained: Path) -> Path:
     """The run with Spark's default provider (``out`` and ``ck`` under it)."""
-    folder = tmp_path_factory.mktemp("hdfs")
-    result = _run(folder)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return folder
+    return retained
 
 
 @pytest.fixture(scope="module")
-def rocksdb(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def rocksdb(job: Job, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The run with ``--state-store rocksdb``, killed (SIGKILL) after batch :data:`CRASH`'s Delta
-    commits and before Spark's commit log, then started again."""
+    commits and before Spark's commit log, then started again in this process."""
     folder = tmp_path_factory.mktemp("rocksdb")
-    crashed = _run(
-        folder,
-        "--state-store",
-        "rocksdb",
-        env={"FAULTLINE_FAILPOINT": f"after-commit-batches:{CRASH}"},
-    )
+    args = _args(folder, "--state-store", "rocksdb")
+    failpoint = {"FAULTLINE_FAILPOINT": f"after-commit-batches:{CRASH}"}
+    crashed = faultline(*args, cwd=folder, env={**SPARK, **failpoint})
     assert crashed.returncode == -9, crashed.stderr[-3000:]
     assert sorted(table(folder / "out", "batches")["batch_id"]) == list(range(CRASH + 1))
-    result = _run(folder, "--state-store", "rocksdb")
+    result = job(*args, cwd=folder)
     assert result.returncode == 0, result.stderr[-3000:]
     return folder
 
@@ -130,14 +127,13 @@ def test_the_state_files_on_disk_stop_growing(hdfs: Path, rocksdb: Path, provide
     assert len(logs) <= RETAIN + 1
 
 
-@pytest.fixture(scope="module")
-def session() -> Iterator[None]:
-    """A session of Spark's defaults in this process, as ``faultline state`` and ``replay`` make
-    one (stopped afterwards, so that the next module makes its own)."""
-    spark = replay.spark_session()
-    assert spark.conf.get(PROVIDER_CLASS) == STATE_STORES["hdfs"]
-    yield
-    spark.stop()
+@pytest.fixture
+def session(spark: Any) -> Iterator[None]:
+    """The worker's session with Spark's default state store, as ``faultline state`` and
+    ``replay`` make their own."""
+    with settings(spark, **{PROVIDER_CLASS.replace(".", "__"): STATE_STORES["hdfs"]}):
+        assert replay.spark_session().conf.get(PROVIDER_CLASS) == STATE_STORES["hdfs"]
+        yield
 
 
 def _command(*argv: str) -> str:
@@ -176,10 +172,12 @@ def test_state_and_replay_read_a_rocksdb_checkpoint(
         assert _rows(tmp_path / "rep", name) == expected, name
 
 
-def test_a_checkpoint_is_not_resumed_with_the_other_state_store(hdfs: Path, rocksdb: Path) -> None:
+def test_a_checkpoint_is_not_resumed_with_the_other_state_store(
+    job: Job, hdfs: Path, rocksdb: Path
+) -> None:
     """Refused before Spark starts, in one line naming the key and both values."""
     for folder, other, made in ((rocksdb, "hdfs", "rocksdb"), (hdfs, "rocksdb", "hdfs")):
-        result = _run(folder, "--state-store", other)
+        result = job(*_args(folder, "--state-store", other), cwd=folder)
         assert result.returncode == 2
         assert result.stderr.strip() == (
             f"faultline: state_store: the checkpoint {folder / 'ck' / 'faultline'} was made with "

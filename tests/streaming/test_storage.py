@@ -16,6 +16,7 @@ import pytest
 from streaming.job import sink
 from streaming.job.storage import ADVICE, StorageError, from_failure
 from tests.streaming.conftest import (
+    Job,
     batches_committed,
     faultline,
     no_stray_files,
@@ -62,11 +63,9 @@ def _the_line(stderr: str, folder: Path, error: str) -> None:
     assert stderr.rstrip().splitlines()[-1] == ours[0]
 
 
-def _run(out: Path, ck: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return faultline(
-        "run", "--scenario", "quick", "--max-records-per-batch", "200", "--output", str(out),
-        "--checkpoint", str(ck), cwd=cwd,
-    )  # fmt: skip
+def _args(out: Path, ck: Path) -> tuple[str, ...]:
+    return ("run", "--scenario", "quick", "--max-records-per-batch", "200", "--output", str(out),
+            "--checkpoint", str(ck))  # fmt: skip
 
 
 def test_a_delta_commit_into_a_folder_that_cannot_be_written_names_the_table(
@@ -96,36 +95,37 @@ def test_a_checkpoint_write_that_spark_reports_is_named_by_its_path(tmp_path: Pa
     assert from_failure(RuntimeError("[Errno 2] no such file"), (tmp_path,)) is None
 
 
-@pytest.mark.spark
+@pytest.mark.jvm
 def test_a_full_disk_stops_the_job_with_one_line_and_the_next_run_loses_nothing(
-    reference: Path, tmp_path: Path
+    job: Job, reference: Path, tmp_path: Path
 ) -> None:
+    """The ``faultline`` process on a full disk; the run after the fix in this process."""
     disk = tmp_path / "disk"  # output and checkpoint on one small disk, which the tables fill
     out, ck = disk / "out", disk / "ck"
     with _tmpfs(disk, "1200k"):
-        full = _run(out, ck, tmp_path)
+        full = faultline(*_args(out, ck), cwd=tmp_path)
         assert full.returncode == 2, full.stderr[-3000:]
         _the_line(full.stderr, disk, r"No space left on device \(errno 28\)")
         assert 0 < batches_committed(out) < batches_committed(reference)  # it stopped mid-run
         _root("mount", "-o", "remount,size=32m", str(disk))
-        again = _run(out, ck, tmp_path)
+        again = job(*_args(out, ck), cwd=tmp_path)
         assert again.returncode == 0, again.stderr[-3000:]
         same_tables(reference, out)
         same_batches(reference, out)
         no_stray_files(out)
 
 
-@pytest.mark.spark
+@pytest.mark.jvm
 def test_a_table_folder_that_cannot_be_written_stops_the_job_and_the_next_run_loses_nothing(
-    reference: Path, tmp_path: Path
+    job: Job, reference: Path, tmp_path: Path
 ) -> None:
     out, ck = tmp_path / "out", tmp_path / "ck"
     sink.create_tables(out)
     with _immutable(out / "broker_decisions"):
-        refused = _run(out, ck, tmp_path)
+        refused = job(*_args(out, ck), cwd=tmp_path)
     assert refused.returncode == 2, refused.stderr[-3000:]
     _the_line(refused.stderr, out / "broker_decisions", r"Operation not permitted \(errno 1\)")
-    again = _run(out, ck, tmp_path)
+    again = job(*_args(out, ck), cwd=tmp_path)
     assert again.returncode == 0, again.stderr[-3000:]
     same_tables(reference, out)
     same_batches(reference, out)

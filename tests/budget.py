@@ -1,0 +1,34 @@
+"""The suite's budget, checked at the end of every full run (``tests/conftest.py``).
+
+A JVM start (a Spark session, a standalone cluster's daemon, a Kafka or RocketMQ broker) costs
+15-25 s on these 2 cores, more than most tests take whole, so the suite counts them: each start
+appends a line to the file :data:`streaming.job.session.JVM_LOG` names (a Spark session does it
+itself; a test that starts another JVM calls ``note_jvm_start`` from that module). A full run that
+starts more than :data:`JVM_STARTS`, or takes longer than :data:`WALL_S`, fails after its tests,
+listing the starts per test. A new test that needs a JVM should share one (the worker's session,
+``job`` and the named runs in ``tests/streaming/conftest.py``); when it cannot, it raises the
+budget here, on purpose, in the same change.
+
+Every test that starts a JVM carries the ``jvm`` marker, so that ``pytest -m "not jvm"`` (the
+fast tier) starts none: a test that starts one without the marker fails."""
+
+from __future__ import annotations
+
+JVM_STARTS = 40
+"""The most JVM starts a full run may make (measured: see the README's "Development")."""
+WALL_S = 20 * 60
+"""The most a full run may take, in seconds, on 2 cores."""
+
+
+def starts(log: str) -> list[tuple[str, str]]:
+    """Each start in the log: the test that made it (its node id, or ``-``) and what it started."""
+    try:
+        with open(log, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        return []
+    found = []
+    for line in lines:
+        test, _, rest = line.partition("\t")
+        found.append((test.rsplit(" (", 1)[0], rest.partition("\t")[2]))
+    return found

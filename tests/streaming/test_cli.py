@@ -1,0 +1,53 @@
+"""What the ``faultline`` process says when it refuses to run: exit code 2 and one line naming
+what to change, before Spark starts (no JVM)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from tests.streaming.conftest import faultline
+
+
+def test_bad_configuration_stops_before_spark_and_names_the_key(tmp_path: Path) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text(
+        "scope: everything\nmax_records_per_batch: 0\nunknown_key: 1\ndelay_levels: 1s 5s 10x\n"
+    )
+    result = faultline("run", "--config", str(config), cwd=tmp_path, timeout=60)
+    assert result.returncode == 2
+    assert f"{config}: scope = 'everything'" in result.stderr
+    assert f"{config}: max_records_per_batch = 0" in result.stderr
+    assert f"{config}: unknown_key = 1: unknown key" in result.stderr
+    assert f"{config}: delay_levels = '1s 5s 10x': " in result.stderr
+    assert "level 3 is '10x'" in result.stderr
+    flag = faultline("run", "--scope", "all", cwd=tmp_path, timeout=60)
+    assert flag.returncode == 2 and "command line --scope: scope = 'all'" in flag.stderr
+    assert not (tmp_path / "output").exists()
+
+
+def test_a_checkpoint_is_not_resumed_with_another_source(tmp_path: Path) -> None:
+    """The README's default run, then a Kafka or files run on the same checkpoint: refused,
+    before Spark starts, naming both sources."""
+    mark = tmp_path / "checkpoints" / "faultline" / "faultline-source.json"
+    mark.parent.mkdir(parents=True)
+    mark.write_text(json.dumps({"source": "simulator", "scenario": "default"}))
+    result = faultline("run", "--source", "files", "--path", str(tmp_path), cwd=tmp_path)
+    assert result.returncode == 2
+    assert f"checkpoint {mark.parent} belongs to {{'source': 'simulator'" in result.stderr
+    assert "give this source its own --checkpoint" in result.stderr
+    assert not (tmp_path / "output").exists()
+
+
+def test_an_unreachable_bootstrap_server_fails_fast_with_one_line(tmp_path: Path) -> None:
+    began = time.time()
+    result = faultline(
+        "run", "--source", "kafka", "--kafka-bootstrap", "127.0.0.1:9", "--topic", "t",
+        cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert time.time() - began < 45
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cannot reach 127.0.0.1:9 within 10 s" in lines[0], lines
+    assert not (tmp_path / "output").exists()
