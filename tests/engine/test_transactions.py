@@ -346,16 +346,23 @@ def test_an_immunity_of_minus_one_or_that_does_not_parse_is_the_transaction_time
     ]
 
 
+REJECTED = [
+    ("m-s2", "END_REJECTED", 0, 11_100),  # refused (604): the message waits for its checks
+    *(("m-s2", "CHECK", k, k * 30_000) for k in range(1, 5)),  # 30 s wakes, 29 s old at the first
+]
+"""The late end to a broker that refuses it, and the checks of the half message it leaves."""
+
+
 @pytest.mark.parametrize(
     ("release", "first_check", "ended"),
     [
-        ("develop", 90_000, "END_REJECTED"),  # waits at age == timeout; refuses the late end
-        ("5.3.3", 60_000, "END_REJECTED"),  # checks at age == timeout, as 4.x
-        ("5.1.0", 60_000, "COMMIT"),  # 60 s wakes, no rejectCommitOrRollback yet
+        ("develop", 90_000, REJECTED),  # waits at age == timeout; refuses the late end
+        ("5.3.3", 60_000, REJECTED),  # checks at age == timeout, as 4.x
+        ("5.1.0", 60_000, [("m-s2", "COMMIT", 0, 11_100)]),  # no rejectCommitOrRollback yet
     ],
 )
 def test_a_released_5x_broker_has_its_releases_boundaries(
-    release: str, first_check: int, ended: str
+    release: str, first_check: int, ended: list[tuple[str, str, int, int]]
 ) -> None:
     five = {"client_profile": "rocketmq-5", "latency": 0}
     rows = run(
@@ -371,7 +378,7 @@ def test_a_released_5x_broker_has_its_releases_boundaries(
     )
     got = states(rows)
     assert next(t for tx, s, _, t in got if tx == "m-s1" and s == "CHECK") == first_check
-    assert ("m-s2", ended) in [(tx, s) for tx, s, _, _ in got]
+    assert [row for row in got if row[0] == "m-s2"] == [("m-s2", "PREPARED", 0, 1_000), *ended]
 
 
 def test_a_wake_stops_scanning_a_half_queue_at_the_first_message_that_waits() -> None:
@@ -390,7 +397,7 @@ def test_a_wake_stops_scanning_a_half_queue_at_the_first_message_that_waits() ->
             ]
         ]
     )
-    first = {}
+    first: dict[str, tuple[int, int]] = {}
     for tx, state, times, t in states(rows):
         if state == "CHECK":
             first.setdefault(tx, (t, times))
@@ -420,3 +427,35 @@ def test_a_broker_without_heartbeats_checks_nothing_until_it_is_back() -> None:
     )
     checks = [(times, t) for _, state, times, t in states(rows) if state == "CHECK"]
     assert checks == [(k, k * MIN) for k in range(1, 5)] + [(5, 8 * MIN), (6, 9 * MIN)]
+
+
+def test_a_half_message_older_than_the_file_reserved_time_is_skipped_without_a_check() -> None:
+    """TransactionalMessageServiceImpl's ``needSkip``: a wake that finds a half message born more
+    than ``fileReservedTime`` (72 h) before it drops it unchecked, and faultline tells the
+    producer. Here its broker stops heartbeating after two checks (dropped from the route at
+    2:10, so its check service is down) and comes back after 72 h: its first wake then skips."""
+    hours = 3_600_000
+    rows = run(
+        [
+            [
+                beat("hb0", 0, "a"),
+                half("s1", 1_000, "a", latency=5),  # born at 0.995 s
+                beat("hb1", 72 * hours + 30_000, "a"),  # back; its next wake is at 72 h 1 min
+                beat("hb2", 72 * hours + 2 * MIN, "a"),
+            ]
+        ]
+    )
+    assert states(rows) == [
+        ("m-s1", "PREPARED", 0, 1_000),
+        ("m-s1", "CHECK", 1, MIN),
+        ("m-s1", "CHECK", 2, 2 * MIN),
+        ("m-s1", "SKIPPED", 2, 72 * hours + MIN),
+    ]
+    skipped = rows[-1]
+    assert skipped["born_at"] == T0 + 995
+    assert (skipped["next_check_at"], skipped["notify"]) == (None, True)
+    assert skipped["reason"] == (
+        "older than the store's fileReservedTime (259200000 ms): skipped without a check, "
+        "never committed"
+    )
+    assert not any(r["notify"] for r in rows[:-1])

@@ -11,16 +11,18 @@ every test that reads them."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import io
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import sysconfig
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -236,23 +238,48 @@ class Installed:
     """The environment's site-packages."""
 
 
+def shared(factory: pytest.TempPathFactory, name: str, make: Callable[[Path], object]) -> Path:
+    """The folder of a named run, made once for the whole test session by ``make(folder)`` in
+    the first worker that asks for it; a worker that asks meanwhile waits for it. A run's
+    fixture is the one place that says how it is made; tests only read it (copy it to change
+    it)."""
+    root = factory.getbasetemp()
+    if "PYTEST_XDIST_WORKER" in os.environ:  # the workers' folders share a parent
+        root = root.parent
+    folder, done = root / f"shared-{name}", root / f"shared-{name}.done"
+    with (root / f"shared-{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            make(folder)
+            done.touch()
+    return folder
+
+
 @pytest.fixture(scope="session")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     """The wheel built from this checkout (``pip wheel``), installed in a fresh environment that
     borrows the dependencies installed here: a plain path in a .pth file, so that the .pth files
     here (faultline's editable install) are not read."""
-    folder = tmp_path_factory.mktemp("wheel")
-    pip = (sys.executable, "-m", "pip")
-    call(*pip, "wheel", "--no-deps", "-w", folder / "dist", ROOT, cwd=folder)
+
+    def make(folder: Path) -> None:
+        pip = (sys.executable, "-m", "pip")
+        call(*pip, "wheel", "--no-deps", "-w", folder / "dist", ROOT, cwd=folder)
+        (wheel,) = (folder / "dist").glob("faultline-*.whl")
+        venv = folder / "venv"
+        call(sys.executable, "-m", "venv", "--without-pip", venv, cwd=folder)
+        call(*pip, "--python", venv / "bin" / "python", "install", "--no-deps", wheel, cwd=folder)
+        site = call(venv / "bin" / "python", "-c", SITE, cwd=folder).stdout.strip()
+        (Path(site) / "dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
+
+    folder = shared(tmp_path_factory, "wheel", make)
     (wheel,) = (folder / "dist").glob("faultline-*.whl")
-    venv = folder / "venv"
-    call(sys.executable, "-m", "venv", "--without-pip", venv, cwd=folder)
-    python = venv / "bin" / "python"
-    where = "import sysconfig; print(sysconfig.get_path('purelib'))"
-    site = Path(call(python, "-c", where, cwd=folder).stdout.strip())
-    (site / "dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
-    call(*pip, "--python", python, "install", "--no-deps", wheel, cwd=folder)
-    return Installed(wheel, python, site)
+    python = folder / "venv" / "bin" / "python"
+    return Installed(wheel, python, Path(call(python, "-c", SITE, cwd=folder).stdout.strip()))
+
+
+SITE = "import sysconfig; print(sysconfig.get_path('purelib'))"
 
 
 @dataclass(frozen=True)
@@ -270,12 +297,18 @@ def default_run(installed: Installed, tmp_path_factory: pytest.TempPathFactory) 
     (the simulator's default scenario), installed from the wheel, in its own process, from an
     empty folder (its tables and checkpoint in folders of their own). Every test of the default
     scenario's run reads this one."""
-    folder = tmp_path_factory.mktemp("default")
-    empty, out = folder / "empty", folder / "output"
-    empty.mkdir()
-    faultline = installed.python.parent / "faultline"
-    ran = call(faultline, "run", "--output", out, "--checkpoint", folder / "ck", cwd=empty)
-    return DefaultRun(out, ran.stdout, ran.stderr, empty)
+
+    def make(folder: Path) -> None:
+        (folder / "empty").mkdir()
+        faultline = installed.python.parent / "faultline"
+        ran = call(faultline, "run", "--output", folder / "output", "--checkpoint", folder / "ck",
+                   cwd=folder / "empty")  # fmt: skip
+        (folder / "stdout").write_text(ran.stdout)
+        (folder / "stderr").write_text(ran.stderr)
+
+    folder = shared(tmp_path_factory, "default", make)
+    stdout, stderr = ((folder / name).read_text() for name in ("stdout", "stderr"))
+    return DefaultRun(folder / "output", stdout, stderr, folder / "empty")
 
 
 @pytest.fixture(scope="session")
@@ -283,17 +316,23 @@ def reference(job: Job, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The quick scenario, uninterrupted, in micro-batches of 200 records, its tables maintained
     every 3 batches (every other run here is not: equal tables show that maintenance changes no
     row)."""
-    folder = tmp_path_factory.mktemp("reference")
-    config = folder / "maintained.yaml"
-    config.write_text("maintenance:\n  every: 3\n  min_files: 2\n")
-    return quick_run(job, folder, "ref", "--max-records-per-batch", "200", "--config", str(config))
+
+    def make(folder: Path) -> None:
+        config = folder / "maintained.yaml"
+        config.write_text("maintenance:\n  every: 3\n  min_files: 2\n")
+        quick_run(job, folder, "ref", "--max-records-per-batch", "200", "--config", str(config))
+
+    return shared(tmp_path_factory, "reference", make) / "ref" / "out"
 
 
 @pytest.fixture(scope="session")
 def one_batch(job: Job, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The quick scenario, uninterrupted, in one micro-batch (``out`` and ``ck`` under it)."""
-    folder = tmp_path_factory.mktemp("one-batch")
-    return quick_run(job, folder, "one", "--max-records-per-batch", "1000000").parent
+
+    def make(folder: Path) -> None:
+        quick_run(job, folder, "", "--max-records-per-batch", "1000000")
+
+    return shared(tmp_path_factory, "one-batch", make)
 
 
 RETAIN = 2
@@ -305,11 +344,14 @@ def retained(job: Job, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The quick scenario in batches of 200 with Spark's default state store (hdfs), its
     checkpoint keeping the last :data:`RETAIN` batches (``min_batches_to_retain``) (``out`` and
     ``ck`` under it)."""
-    folder = tmp_path_factory.mktemp("retained")
-    (folder / "job.yaml").write_text(f"min_batches_to_retain: {RETAIN}\n")
-    return quick_run(
-        job, folder, "", "--config", str(folder / "job.yaml"), "--max-records-per-batch", "200"
-    ).parent
+
+    def make(folder: Path) -> None:
+        (folder / "job.yaml").write_text(f"min_batches_to_retain: {RETAIN}\n")
+        quick_run(
+            job, folder, "", "--config", str(folder / "job.yaml"), "--max-records-per-batch", "200"
+        )
+
+    return shared(tmp_path_factory, "retained", make)
 
 
 BATCH_TIMINGS = (

@@ -204,9 +204,10 @@ def test_the_page_follows_a_running_job_and_shows_what_the_tables_hold(
             if w["scope"] == "cluster"
         ]
         assert sorted([r[0], r[3], r[4]] for r in cluster_windows) == sorted(expected)
-        for broker in ("broker-a", "broker-b", "broker-c"):
+        for broker in ("broker-a", "broker-b", "broker-c"):  # quick.yaml: down at 20 s for 12 s
             assert any(
-                r[0] == broker and iso(OUTAGE[0]) <= r[3] < iso(OUTAGE[1]) for r in cluster_windows
+                r[0] == broker and "2026-11-21 10:00:20.000" <= r[3] < "2026-11-21 10:00:32.000"
+                for r in cluster_windows
             ), (broker, cluster_windows)
 
         # the delay levels' counts are the tables' counts

@@ -14,6 +14,7 @@ from pandas.testing import assert_frame_equal
 
 from streaming.client import POLICY_STATES
 from streaming.config import load_scenario
+from streaming.job import failpoints
 from streaming.sim.simulator import HEARTBEAT_TIMEOUT_MS, SCAN_INTERVAL_MS, simulate
 from tests.streaming.conftest import (
     DECISION_TABLES,
@@ -383,14 +384,18 @@ def test_stopped_and_restarted_equals_uninterrupted(
 
 
 def test_a_cluster_split_over_two_tasks_writes_the_same_rows(
-    reference: Path, job: Job, tmp_path: Path
+    reference: Path, job: Job, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``stateful_shards: 2``: the quick scenario's one cluster runs in two tasks, stopped after
-    two batches and resumed; every table equals the one-task run's. The checkpoint keeps its
-    shards: a restart with one is refused before Spark starts."""
+    """``stateful_shards: 2``: the quick scenario's one cluster runs in two tasks, crashed after
+    two batches (a failpoint) and resumed; every table equals the one-task run's. The checkpoint
+    keeps its shards: a restart with one is refused before Spark starts."""
     args = (*_quick_args(tmp_path), "--stateful-shards", "2")
-    code = interrupt_after(start(*args, cwd=tmp_path), tmp_path / "out", 2, INT)
-    assert code == 0
+    monkeypatch.setenv(failpoints.ENV, "after-commit-batches:1")
+    monkeypatch.setenv(failpoints.ACTION_ENV, "raise")
+    crashed = job(*args, cwd=tmp_path)
+    assert crashed.returncode == 1 and "failpoint after-commit-batches:1" in crashed.stderr
+    assert sorted(table(tmp_path / "out", "batches")["batch_id"]) == [0, 1]
+    monkeypatch.delenv(failpoints.ENV)
     refused = job(*args[:-1], "1", cwd=tmp_path)
     assert refused.returncode == 2
     assert "stateful_shards: the checkpoint" in refused.stderr

@@ -293,6 +293,8 @@ def test_explain_follows_a_transaction_through_its_checks_and_answers(
             assert [int(g[3]) for g in got if g[1] == "CHECK"] == list(range(1, 16))
             assert {g[4] for g in got if g[1] == "UNKNOWN" and g[4]} == {"UNKNOW"}
             assert states[-1] == "DISCARDED"
+            # 5.x checks every 30 s from 10:00:30; the wake after the 15th (10:07:30) discards
+            assert tail == "  settled: DISCARDED at 2026-11-21 10:08:00.000"
         else:
             assert states[1] == "UNKNOWN" and "CHECK" in states
             assert (states[-1], got[-1][4]) == ("COMMIT", "COMMIT_MESSAGE")

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from typing import Any
+
+import pytest
 
 from streaming.client import KafkaReporter, Reporter
 from streaming.sim.mock_kafka import mock_cluster
@@ -15,10 +18,24 @@ from udfs.parse import parse
 T0 = 1_795_255_200_000
 
 
+def _sink(
+    out: list[dict[str, Any]], open_: list[bool] | None = None
+) -> Callable[[dict[str, Any]], bool]:
+    """A sink that takes every record into ``out``, or none while ``open_[0]`` is false."""
+
+    def take(record: dict[str, Any]) -> bool:
+        if open_ is not None and not open_[0]:
+            return False
+        out.append(record)
+        return True
+
+    return take
+
+
 def _reporter(**kw: Any) -> tuple[Reporter, list[dict[str, Any]]]:
     out: list[dict[str, Any]] = []
     settings = {"client_profile": "rocketmq-4.9", **kw}
-    return Reporter("p", lambda r: out.append(r) is None, **settings), out
+    return Reporter("p", _sink(out), **settings), out
 
 
 def _send(t: int, broker: str = "a", **kw: Any) -> dict[str, Any]:
@@ -96,21 +113,142 @@ def test_consumes_are_summarized_per_group_and_topic_and_retries_go_in_full() ->
 
 
 def test_a_full_buffer_drops_summaries_first_and_the_next_summary_tells() -> None:
+    """A buffer of three while Kafka takes nothing: a new summary is dropped when the buffer is
+    full, a full event evicts the oldest summary, and the next summary Kafka takes tells both."""
     taken: list[dict[str, Any]] = []
     open_ = [False]
-    reporter = Reporter("p", lambda r: open_[0] and taken.append(r) is None, buffer=3)
-    for w in range(3):  # three summaries fill the buffer
+    reporter = Reporter("p", _sink(taken, open_), buffer=3)
+    for w in range(4):  # each send closes the window before it: three summaries fill the buffer
         reporter.send(_send(w * 1_000, "a"))
-    reporter.send(_send(3_000, "a"))  # a fourth: dropped
-    reporter.send(_send(3_001, "b", outcome="REMOTING_EXCEPTION"))  # evicts the oldest summary
-    assert [r["kind"] for r in reporter.pending] == ["send_summary", "send_summary", "send_result"]
+    assert [(r["event_id"], r["window_start"]) for r in reporter.pending] == [
+        ("p-r000000001", T0),
+        ("p-r000000002", T0 + 1_000),
+        ("p-r000000003", T0 + 2_000),
+    ]
+    assert reporter.dropped == 0
+    # a 4.9 failure with the switch on: the open summary of window 3 goes first, into the full
+    # buffer: dropped; then the failure evicts the oldest summary, window 0's
+    reporter.send(_send(3_001, "b", outcome="REMOTING_EXCEPTION"))
+    assert [(r["kind"], r["event_id"]) for r in reporter.pending] == [
+        ("send_summary", "p-r000000002"),
+        ("send_summary", "p-r000000003"),
+        ("send_result", "p-r000000005"),
+    ]
     assert reporter.dropped == 2
     open_[0] = True
     reporter.send(_send(5_000, "c"))
     reporter.close()
     assert reporter.pending == []
-    told = [r["dropped"] for r in taken if r["kind"] == "send_summary"]
-    assert sum(told) == 2 and told[-1] == 2
+    assert [(r["kind"], r["broker_name"], r["event_id"], r.get("dropped")) for r in taken] == [
+        ("send_summary", "a", "p-r000000002", 0),
+        ("send_summary", "a", "p-r000000003", 0),
+        ("send_result", "b", "p-r000000005", None),
+        ("send_summary", "c", "p-r000000006", 2),  # windows 3 and 0 of broker a
+    ]
+
+
+def test_sync_and_async_sends_to_one_broker_are_summarized_apart() -> None:
+    """A summary is per (topic, broker, mode): a 4.9 producer's SYNC and ASYNC sends to one broker
+    in one window make one summary each, with the first and last send of its own mode."""
+    reporter, out = _reporter()
+    for i, (mode, latency) in enumerate([("SYNC", 10), ("ASYNC", 7), ("SYNC", 6), ("ASYNC", 9),
+                                         ("SYNC", 4), ("ASYNC", 3)]):  # fmt: skip
+        reporter.send(_send(100 * (i + 1), "b", mode=mode, latency_ms=latency, event_id=f"e{i}"))
+    reporter.send(_send(1_000, "c", event_id="c0"))  # the next window: both summaries go
+    fields = ("mode", "messages", "first_event_id", "first_time", "first_latency_ms", "event_id",
+              "event_time", "latency_ms", "latency_total", "latency_max")  # fmt: skip
+    assert [tuple(r[f] for f in fields) for r in out] == [
+        ("SYNC", 3, "e0", T0 + 100, 10, "e4", T0 + 500, 4, 20, 10),
+        ("ASYNC", 3, "e1", T0 + 200, 7, "e5", T0 + 600, 3, 19, 9),
+    ]
+    out.clear()
+    # an ASYNC failure of a 4.9 producer: its callback retries, and the retry may order the
+    # whole table by latency, so every summary goes before it, whatever its mode
+    reporter.send(_send(1_100, "c", mode="ASYNC", latency_ms=5, event_id="e6"))
+    reporter.send(_send(1_200, "b", mode="ASYNC", latency_ms=3000, outcome="REMOTING_EXCEPTION",
+                        event_id="e7"))  # fmt: skip
+    assert [(r["kind"], r["broker_name"], r["mode"], r["event_id"]) for r in out] == [
+        ("send_summary", "c", "SYNC", "c0"),
+        ("send_summary", "c", "ASYNC", "e6"),
+        ("send_result", "b", "ASYNC", "e7"),
+    ]
+
+
+def test_with_the_latency_fault_switch_off_a_failure_sends_only_its_brokers_summary() -> None:
+    """Without ``sendLatencyFaultEnable`` a RocketMQ producer keeps no FaultTable (its
+    ``updateFaultItem`` does nothing) and its retry only avoids the broker that failed: the other
+    brokers' summaries stay open, and a send to the broker that failed is summarized again."""
+    reporter, out = _reporter(latency_fault_enable=False)
+    reporter.send(_send(0, "a", event_id="e0"))
+    reporter.send(_send(1, "b", event_id="e1"))
+    reporter.send(_send(2, "a", outcome="REMOTING_EXCEPTION", latency_ms=3000, event_id="e2"))
+    assert [(r["kind"], r["broker_name"], r["event_id"]) for r in out] == [
+        ("send_summary", "a", "e0"),
+        ("send_result", "a", "e2"),
+    ]
+    reporter.send(_send(3, "a", event_id="e3"))  # with the switch on: in full (a is isolated)
+    reporter.close()
+    assert [(r["kind"], r["broker_name"], r["event_id"], r["messages"]) for r in out[2:]] == [
+        ("send_summary", "b", "e1", 1),
+        ("send_summary", "a", "e3", 1),
+    ]
+    assert [r["latency_fault_enable"] for r in out] == [False] * 4
+    assert (reporter.full, reporter.summarized, reporter.summaries) == (1, 3, 3)
+
+
+class _KafkaClient:
+    """confluent-kafka's ``Producer`` as the reporter uses it: a local queue of ``capacity``
+    messages (``queue.buffering.max.messages``), full until ``poll`` or ``flush`` serves the
+    delivery reports of what the broker took; the broker takes nothing while it is down."""
+
+    capacity = 2
+
+    def __init__(self) -> None:
+        self.queue: list[tuple[str, bytes, str]] = []
+        self.delivered: list[tuple[str, bytes, str]] = []
+        self.up = False
+
+    def produce(self, topic: str, value: bytes, key: bytes) -> None:
+        if len(self.queue) >= self.capacity:
+            raise BufferError("Local: Queue full")
+        self.queue.append((topic, key, json.loads(value)["event_id"]))
+
+    def poll(self, timeout: float) -> int:
+        if not self.up:
+            return 0
+        served, self.queue = self.queue, []
+        self.delivered += served
+        return len(served)
+
+    def flush(self, timeout: float) -> int:
+        self.poll(timeout)
+        return len(self.queue)
+
+
+def test_the_kafka_reporter_keeps_what_kafka_cannot_queue_and_sends_it_in_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Back-pressure: a record Kafka's client cannot queue (``BufferError``) stays in the
+    reporter's buffer, in order, and nothing is dropped; the reporter polls so that the delivery
+    reports free the client's queue, and sends the rest when Kafka takes records again."""
+    import confluent_kafka
+
+    kafka = _KafkaClient()
+    monkeypatch.setattr(confluent_kafka, "Producer", lambda config: kafka)
+    reporter = KafkaReporter("k:9092", "faultline.events", "p-1", buffer=5)
+    for i, broker in enumerate("abcd"):  # failures: each goes out in full at once
+        reporter.send(_send(i, broker, outcome="REMOTING_EXCEPTION", event_id=f"f{i}"))
+    assert [eid for _, _, eid in kafka.queue] == ["f0", "f1"]
+    assert [r["event_id"] for r in reporter.pending] == ["f2", "f3"]
+    assert (kafka.delivered, reporter.dropped) == ([], 0)
+    kafka.up = True  # the broker answers again: the next record's poll serves f0 and f1
+    reporter.send(_send(4, "e", outcome="REMOTING_EXCEPTION", event_id="f4"))
+    assert [eid for _, _, eid in kafka.delivered] == ["f0", "f1"]
+    assert [r["event_id"] for r in reporter.pending] == ["f2", "f3", "f4"]
+    reporter.close(timeout=1.0)
+    assert reporter.pending == []
+    assert kafka.delivered == [("faultline.events", b"p-1", f"f{i}") for i in range(5)]
+    assert (reporter.full, reporter.dropped) == (5, 0)
 
 
 def test_the_kafka_reporter_publishes_what_the_job_reads() -> None:
@@ -139,8 +277,9 @@ def test_the_kafka_reporter_publishes_what_the_job_reads() -> None:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and len(values) < full + summaries:
             for m in consumer.consume(100, timeout=0.5):
-                if m.error() is None:
-                    values.append(m.value().decode())
+                value = m.value()
+                if m.error() is None and value is not None:
+                    values.append(value.decode())
         consumer.close()
     # 6 failures, and the sends to each failed broker while the producer's table isolates it
     assert full > 6 and summaries > 0 and dropped == 0

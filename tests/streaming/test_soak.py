@@ -21,7 +21,10 @@ import pytest
 from streaming.bench import soak
 
 ROOT = Path(__file__).parents[2]
-TIMED = ("batch time p50", "read one hour", "RSS", "heap live")
+NOISY = ("batch time p50", "read one hour", "RSS")
+"""The figures a busy machine moves without a leak (times, and resident memory, which the collector
+and the allocator hand back when they like): the test does not hold them. The JVM's live heap it
+holds (``streaming.bench.soak.SETTLED``): a leak shows there first."""
 
 
 def test_the_episodes_cover_the_days_with_unique_ids_rotating_brokers_and_restarts() -> None:
@@ -77,5 +80,5 @@ def test_four_days_in_120_batches_hold_every_resource_to_its_mid_run_peak(tmp_pa
     verdicts = re.findall(r"^  (ok  |GREW) (.+?)\s{2,}", out, re.M)
     assert len(verdicts) > 50, out
     grew = [name for state, name in verdicts if state == "GREW"]
-    assert [n for n in grew if not n.endswith(TIMED)] == [], out
+    assert [n for n in grew if not n.endswith(NOISY)] == [], out
     assert done.returncode == (1 if grew else 0)
