@@ -2,8 +2,8 @@
 with at most one Spark session of its own (``tests/streaming/conftest.py``), within the budget
 of ``tests/budget.py``.
 
-The tests that start a JVM (marker ``jvm``) run in two xdist groups, one per worker, balanced by
-the time their modules took (:data:`GROUPS`); the other tests fill in beside them. The fast tier,
+Each module of tests that start a JVM (marker ``jvm``) is an xdist group that one worker runs
+whole, the longest first (:data:`HEAVIEST`); the other tests fill in beside them. The fast tier,
 ``pytest -m "not jvm"``, is every test that needs no JVM."""
 
 from __future__ import annotations
@@ -19,15 +19,20 @@ from streaming.job.session import JVM_LOG
 from tests import budget
 
 SERIAL = ("test_outage.py", "test_kafka_clients.py")
-"""Modules that time a stopped mock Kafka to the second: they run in a JVM group, never beside
-another Kafka test (one run beside them once saw a message delivered to a stopped cluster)."""
+"""Modules that time a stopped mock Kafka to the second: one group, never beside each other."""
 
-GROUPS = {
-    "test_job.py": "jvm-1",
-    "test_kafka.py": "jvm-1",
-}
-"""The JVM modules' group; a module not named here is in ``jvm-2``. Balance by the modules'
-times (``--durations``) when adding one: each worker runs one group, one test after another."""
+HEAVIEST = (
+    "test_kafka.py",
+    "test_job.py",
+    "test_soak.py",
+    "test_state_store.py",
+    "test_crash.py",
+    "test_storage.py",
+    "test_dashboard.py",
+    "test_cluster.py",
+)
+"""The JVM modules that take longest (``--durations``), longest first: each worker takes the next
+group when it is free, so the long ones start first and the short ones fill in at the end."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -39,19 +44,38 @@ def pytest_configure(config: pytest.Config) -> None:
 _STARTED = pytest.StashKey[float]()
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups into the node ids
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The JVM tests go in their groups and first, so that each worker takes one group before
-    the rest: both JVMs are busy from the start."""
+    """Each JVM module is a group that one worker runs whole (its module fixtures made once),
+    and the groups come first, the longest first, so that both workers are busy with a JVM from
+    the start; the other tests fill in beside them."""
     for item in items:
-        if item.get_closest_marker("jvm") is not None or item.path.name in SERIAL:
-            group = GROUPS.get(item.path.name, "jvm-2")
-            item.add_marker(pytest.mark.xdist_group(group))
+        if item.path.name in SERIAL:
+            item.add_marker(pytest.mark.xdist_group("serial"))
+        elif item.get_closest_marker("jvm") is not None:
+            item.add_marker(pytest.mark.xdist_group(item.path.name))
     items.sort(key=_order)
 
 
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """On a worker, a grouped test fails unless its group is in its node id, as pytest-xdist's
+    loadgroup schedules by it: the groups would otherwise be ignored without a word (pytest 9.2
+    with pytest-xdist 3.8 did that)."""
+    loadgroup = getattr(item.config.option, "loadgroup", False)
+    if loadgroup and item.get_closest_marker("xdist_group") is not None and "@" not in item.nodeid:
+        pytest.fail(
+            f"pytest-xdist ignored the group of {item.nodeid}: this pytest and pytest-xdist do "
+            "not work together (see the pin of pytest in pyproject.toml)",
+            pytrace=False,
+        )
+
+
 def _order(item: pytest.Item) -> int:
-    marker = item.get_closest_marker("xdist_group")
-    return {"jvm-1": 0, "jvm-2": 1}.get(marker.args[0] if marker else "", 2)
+    """Where a test's group starts: the heaviest JVM modules in their order, then the other JVM
+    modules and the serial group, then the rest."""
+    if item.get_closest_marker("xdist_group") is None:
+        return len(HEAVIEST) + 1
+    return HEAVIEST.index(item.path.name) if item.path.name in HEAVIEST else len(HEAVIEST)
 
 
 @pytest.hookimpl(wrapper=True)

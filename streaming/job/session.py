@@ -63,6 +63,12 @@ def has_session() -> bool:
     return SparkContext._active_spark_context is not None
 
 
+RETAINED = 100
+"""Jobs, stages and SQL executions Spark keeps the status of (1,000 each by default). The job
+runs with Spark's UI off, so nothing reads them; a few hundred batches would otherwise fill the
+driver's heap toward those thousands before it stops growing (``streaming.bench.soak``)."""
+
+
 def spark_session(config: JobConfig, output: Path) -> Any:
     from pyspark.sql import SparkSession
 
@@ -75,6 +81,9 @@ def spark_session(config: JobConfig, output: Path) -> Any:
         .config("spark.sql.streaming.minBatchesToRetain", str(config.min_batches_to_retain))
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.ui.retainedJobs", str(RETAINED))
+        .config("spark.ui.retainedStages", str(RETAINED))
+        .config("spark.sql.ui.retainedExecutions", str(RETAINED))
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.python.worker.reuse", "true")
         # the parser's validation is one large expression; constraint propagation over it
@@ -82,8 +91,11 @@ def spark_session(config: JobConfig, output: Path) -> Any:
         .config("spark.sql.constraintPropagation.enabled", "false")
         .config("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile={_log4j(output)}")
     )
+    existing = has_session()
     if config.sink == "delta-spark":
-        for key, value in {**SESSION, "spark.sql.session.timeZone": "UTC"}.items():
+        # a session made elsewhere keeps its own catalog: it has Delta Lake or not (check_delta)
+        delta = {} if existing else SESSION
+        for key, value in {**delta, "spark.sql.session.timeZone": "UTC"}.items():
             builder = builder.config(key, value)
     for name, value in failpoints.executor_env().items():
         builder = builder.config(f"spark.executorEnv.{name}", value)
@@ -94,7 +106,7 @@ def spark_session(config: JobConfig, output: Path) -> Any:
         os.environ["PYTHONPATH"] = os.pathsep.join(
             filter(None, [str(bundle), os.environ.get("PYTHONPATH")])
         )
-    if not has_session():
+    if not existing:
         note_jvm_start()
     with _jvm_stderr():
         spark = builder.getOrCreate()

@@ -37,7 +37,7 @@ import itertools
 import json
 import multiprocessing
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, TextIO
@@ -436,10 +436,17 @@ def sweep(
     delays: list[int],
     config: engine.EngineConfig | None = None,
     jobs: int = 1,
+    rows: Collection[str] | None = None,
 ) -> dict[int, dict[str, Figures]]:
     """Each row's figures on the scenario at each decision delay, the rows that read no
-    decision once; ``jobs`` runs go side by side, each in a process of its own."""
+    decision once; ``jobs`` runs go side by side, each in a process of its own. ``rows`` names
+    the rows to run (default: every one, as :func:`report` needs them)."""
     runs = _runs(config or engine.EngineConfig(scopes=(engine.CLUSTER,)))
+    if rows is not None:
+        unknown = set(rows) - {r[0] for r in runs}
+        if unknown:
+            raise ValueError(f"no such rows: {sorted(unknown)}")
+        runs = [r for r in runs if r[0] in rows]
     tasks = [(r, d) for d in delays for r in runs if d == delays[0] or _reads(r)]
     if jobs > 1 and len(tasks) > 1:
         # forked workers: they take the scenario and the configurations over without pickling
@@ -458,10 +465,14 @@ def sweep(
 
 
 def evaluate(
-    scenario: Scenario, delay_ms: int, config: engine.EngineConfig | None = None, jobs: int = 1
+    scenario: Scenario,
+    delay_ms: int,
+    config: engine.EngineConfig | None = None,
+    jobs: int = 1,
+    rows: Collection[str] | None = None,
 ) -> dict[str, Figures]:
     """Each row's figures on the scenario (:func:`sweep` at one delay)."""
-    return sweep(scenario, [delay_ms], config, jobs)[delay_ms]
+    return sweep(scenario, [delay_ms], config, jobs, rows)[delay_ms]
 
 
 def _reported_swaps(cluster: str, events: list[dict[str, Any]], config: engine.EngineConfig) -> int:

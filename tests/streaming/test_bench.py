@@ -25,8 +25,10 @@ def test_bench_prints_steady_figures_a_breakdown_per_batch_and_the_ratio_last(
     for row in rows:
         total, parts = row.split("=")[0].split()[-1], row.split("=")[1].split(";")[0]
         # six parts rounded to 0.01 s, and the total timed by the bench, not summed from them:
-        # it also holds the commit of the batch's own `batches` row (20-60 ms on a busy machine)
-        assert abs(float(total) - sum(float(p) for p in parts.split("+"))) < 0.1
+        # it also holds the commit of the batch's own `batches` row (20-60 ms, up to 110 ms seen
+        # on a busy machine), so the parts come to the total less that commit at most
+        rest = float(total) - sum(float(p) for p in parts.split("+"))
+        assert -0.03 <= rest < max(0.15, 0.25 * float(total)), row
     # each batch's rows per table, on the line after it, largest first
     written = [lines[lines.index(row) + 1] for row in rows]
     for line in written:

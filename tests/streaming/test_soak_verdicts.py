@@ -2,8 +2,8 @@
 eight lines, so the mid-run value is the peak of lines 3-4, the second half is lines 5-8 and
 the last quarter lines 7-8. Every figure's peak over the second half stays within 10% of its
 mid-run value (or under its bound by design); the JVM's live heap, measured after a full
-collection, must also come back to its mid-run value over the last quarter, so a heap that
-grows by less than 10% over the second half still misses the goal."""
+collection, must also come back within 5% of its mid-run value over the last quarter, so a heap
+that keeps growing by less than 10% over the second half still misses the goal."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def _verdict(found: list[Verdict], name: str) -> Verdict:
     ("heap_mb", "mid_mb", "worst_mb", "ok"),
     [
         # 2 MB a line: 114 MB is within 10% of 106 MB, but the last quarter's least, 112 MB,
-        # never comes back to 106 MB: a leak
+        # never comes back within 5% of 106 MB: a leak
         ([100, 102, 104, 106, 108, 110, 112, 114], 106, 114, False),
         # as steady as a live heap gets: the README's soak measured 101-114 MB over 2,400 batches
         ([101, 114, 103, 112, 101, 113, 104, 110], 112, 113, True),
@@ -50,6 +50,10 @@ def _verdict(found: list[Verdict], name: str) -> Verdict:
         ([100, 104, 100, 104, 100, 100, 109, 101], 104, 109, True),
         # grew and stays up, even within 10%: the least of the last quarter is 108 MB
         ([100, 100, 100, 100, 108, 108, 108, 109], 100, 109, False),
+        # settled 4% above mid-run: a collection's noise, within half the tolerance
+        ([100, 100, 100, 100, 104, 104, 104, 104], 100, 104, True),
+        # settled 6% above mid-run: more than half the tolerance
+        ([100, 100, 100, 100, 106, 106, 106, 106], 100, 106, False),
         # a jump of more than 10%, whatever comes after it
         ([100, 100, 100, 100, 100, 115, 100, 100], 100, 115, False),
     ],
