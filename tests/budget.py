@@ -14,10 +14,12 @@ fast tier) starts none: a test that starts one without the marker fails."""
 
 from __future__ import annotations
 
-JVM_STARTS = 40
-"""The most JVM starts a full run may make (measured: see the README's "Development")."""
-WALL_S = 20 * 60
-"""The most a full run may take, in seconds, on 2 cores."""
+JVM_STARTS = 20
+"""The most JVM starts a full run may make: what it made on 2026-11-27 (a Spark session per
+worker, 14 ``faultline`` processes and the wheel's, a standalone master and two workers)."""
+WALL_S = 22 * 60
+"""The most a full run may take, in seconds, on 2 cores: the goal is 20 minutes (17 measured on
+2026-11-27); a run 10% over it fails, so that a noisy machine does not fail one that meets it."""
 
 
 def starts(log: str) -> list[tuple[str, str]]:

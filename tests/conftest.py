@@ -34,6 +34,10 @@ HEAVIEST = (
 """The JVM modules that take longest (``--durations``), longest first: each worker takes the next
 group when it is free, so the long ones start first and the short ones fill in at the end."""
 
+SLOW = ("test_closed_loop.py", "test_summaries.py", "test_routing_table.py")
+"""Modules without a JVM whose tests take 15-80 s each (whole scenarios through the engine): they
+start before the other tests of their kind, so that the fast tier does not end on one of them."""
+
 
 def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):  # the controller: the workers inherit the variable
@@ -72,9 +76,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 def _order(item: pytest.Item) -> int:
     """Where a test's group starts: the heaviest JVM modules in their order, then the other JVM
-    modules and the serial group, then the rest."""
+    modules and the serial group, then the slow tests without a JVM, then the rest."""
     if item.get_closest_marker("xdist_group") is None:
-        return len(HEAVIEST) + 1
+        return len(HEAVIEST) + (1 if item.path.name in SLOW else 2)
     return HEAVIEST.index(item.path.name) if item.path.name in HEAVIEST else len(HEAVIEST)
 
 
