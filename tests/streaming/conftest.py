@@ -5,8 +5,9 @@ Two ways to run a command. :func:`faultline` starts the ``faultline`` process, f
 process shows: a signal, a crash, an exit before Spark starts, a standalone cluster, the wheel.
 The ``job`` fixture runs the same command line in this process, on the worker's one Spark session
 (the ``spark`` fixture), for every test that checks what a run writes or prints: it saves the
-15-25 s of a JVM start per run. The named runs below (``reference``, ``one_batch``) are shared by
-every test that reads them."""
+15-25 s of a JVM start per run. The named runs below (``installed``, ``default_run``,
+``reference``, ``one_batch``, ``retained``) are made once per test session (:func:`shared`) and
+read by every test that needs them."""
 
 from __future__ import annotations
 
@@ -270,16 +271,15 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
         venv = folder / "venv"
         call(sys.executable, "-m", "venv", "--without-pip", venv, cwd=folder)
         call(*pip, "--python", venv / "bin" / "python", "install", "--no-deps", wheel, cwd=folder)
-        site = call(venv / "bin" / "python", "-c", SITE, cwd=folder).stdout.strip()
+        where = "import sysconfig; print(sysconfig.get_path('purelib'))"
+        site = call(venv / "bin" / "python", "-c", where, cwd=folder).stdout.strip()
         (Path(site) / "dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
+        (folder / "site").write_text(site)
 
     folder = shared(tmp_path_factory, "wheel", make)
     (wheel,) = (folder / "dist").glob("faultline-*.whl")
-    python = folder / "venv" / "bin" / "python"
-    return Installed(wheel, python, Path(call(python, "-c", SITE, cwd=folder).stdout.strip()))
-
-
-SITE = "import sysconfig; print(sysconfig.get_path('purelib'))"
+    site = Path((folder / "site").read_text())
+    return Installed(wheel, folder / "venv" / "bin" / "python", site)
 
 
 @dataclass(frozen=True)
