@@ -79,6 +79,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     mt.add_argument("--output", help="the job's output folder (default: the configuration's)")
     mt.add_argument("--config", help="YAML settings: the maintenance block is used")
+    jr = commands.add_parser(
+        "jars", help="fetch the jars of Spark's Kafka source, Delta Lake and the Kafka broker"
+    )
+    jr.add_argument("action", choices=("fetch", "list"), help="fetch into the cache, or list it")
+    jr.add_argument("sets", nargs="*", metavar="SET", help="default: every set")
     sim = commands.add_parser("simulate", help="write a scenario's events without running the job")
     sim.add_argument("--scenario", default="default", help="conf/scenarios/NAME.yaml or a path")
     sim.add_argument("--out", help="a folder for JSON-lines files")
@@ -130,6 +135,8 @@ def _main(args: argparse.Namespace) -> int:
             return _dashboard(args)
         if args.command == "maintain":
             return _maintain(args)
+        if args.command == "jars":
+            return _jars(args)
         if args.command == "state":
             from streaming.tools.replay import state_command
 
@@ -167,6 +174,18 @@ def _maintain(args: argparse.Namespace) -> int:
             f"{r.seconds:.2f} s"
         )
     print_reports(reports, sys.stdout, f"faultline: maintained {output}")
+    return 0
+
+
+def _jars(args: argparse.Namespace) -> int:
+    from streaming import jars
+
+    if args.action == "fetch":
+        jars.fetch(args.sets, sys.stdout)
+    for name in jars.known(args.sets):
+        where = jars.folder(name)
+        count = len(list(where.glob("*.jar")))
+        print(f"{name:<13} {f'{count} jars in {where}' if count else 'not fetched'}")
     return 0
 
 

@@ -555,7 +555,7 @@ class JobConfig(_Strict):
     kafka_options: dict[str, str] = {}
     """librdkafka settings for every Kafka client (security: ``security.protocol``,
     ``sasl.mechanism``, ``sasl.username``, ``sasl.password``, ``ssl.ca.location``, ...)."""
-    kafka_reader: Literal["python", "spark"] = "python"
+    kafka_reader: Literal["python", "spark"] = "spark"
     """``spark``: Spark's own ``format("kafka")``, where its JVM connector is installed."""
     decisions_topic: str = "faultline.decisions"
     """Compacted topic for the broker states and routing tables ("" for none)."""

@@ -15,8 +15,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from streaming import jars
 from streaming.job.session import JVM_LOG
 from tests import budget
+from udfs.errors import ConfigError
 
 SERIAL = ("test_outage.py", "test_kafka_clients.py")
 """Modules that time a stopped mock Kafka to the second: one group, never beside each other."""
@@ -43,6 +45,20 @@ def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):  # the controller: the workers inherit the variable
         os.environ.setdefault(JVM_LOG, os.path.join(tempfile.mkdtemp(), "jvm-starts.log"))
         config.stash[_STARTED] = time.monotonic()
+        if "not jvm" not in (config.option.markexpr or ""):
+            _fetch_jars(config)
+
+
+def _fetch_jars(config: pytest.Config) -> None:
+    """The jars of ``conf/jars/pom.xml`` that the JVM tests run (Spark's Kafka source, Delta
+    Lake, the Kafka broker), fetched once into the cache (``faultline jars fetch``)."""
+    missing = [name for name in jars.sets() if not jars.folder(name).is_dir()]
+    if missing:
+        print(f"fetching the jar sets {', '.join(missing)} (faultline jars fetch)", flush=True)
+    try:
+        jars.fetch()
+    except ConfigError as exc:
+        pytest.exit(f"the JVM tests need their jars: {exc}", returncode=3)
 
 
 _STARTED = pytest.StashKey[float]()

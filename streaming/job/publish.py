@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from streaming.job.outage import PREFIX, KafkaIOError, KafkaUnreachable, Patience
+from udfs.errors import ConfigError
 
 METADATA_TIMEOUT_S = 10.0
 RETRY_S = 1.0
@@ -46,6 +47,45 @@ def check_reachable(conf: Mapping[str, str], timeout: float = METADATA_TIMEOUT_S
         raise KafkaUnreachable(
             f"{PREFIX} cannot reach {conf.get('bootstrap.servers')} within {timeout:g} s: {seen}"
         ) from None
+
+
+DECISIONS_TOPIC = {
+    "cleanup.policy": "compact",
+    # a reader that starts late reads little more than each key's latest decision: the log is
+    # compacted once a tenth of it is superseded, within about a minute of the active segment
+    "min.cleanable.dirty.ratio": "0.1",
+    "segment.ms": "60000",
+}
+"""How faultline creates the decisions topic when Kafka does not have it."""
+
+
+def ensure_decisions_topic(conf: Mapping[str, str], topic: str) -> None:
+    """Create ``topic`` compacted (:data:`DECISIONS_TOPIC`, one partition, the cluster's
+    replication) if Kafka does not have it; stop with a :class:`ConfigError` if it has it with
+    another cleanup policy: retention would delete a broker's latest decision, so a producer
+    that starts late would not learn of an isolation that still holds."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+    admin = AdminClient({**conf, "log_level": 2})
+    if topic not in admin.list_topics(timeout=METADATA_TIMEOUT_S).topics:
+        created = admin.create_topics([NewTopic(topic, 1, config=DECISIONS_TOPIC)])[topic]
+        try:
+            created.result(timeout=METADATA_TIMEOUT_S)
+            return
+        except KafkaException as exc:  # made by another job meanwhile: checked below
+            if exc.args[0].code() != exc.args[0].TOPIC_ALREADY_EXISTS:
+                raise
+    resource = ConfigResource("topic", topic)
+    found = admin.describe_configs([resource])[resource].result(timeout=METADATA_TIMEOUT_S)
+    policy = found["cleanup.policy"].value
+    if "compact" not in policy.split(","):
+        raise ConfigError(
+            f"decisions_topic: {topic!r} has cleanup.policy={policy}; faultline's decisions need "
+            "a compacted topic (cleanup.policy=compact), so that retention never deletes a "
+            "broker's latest decision: alter it (kafka-configs.sh --alter --entity-type topics "
+            f"--entity-name {topic} --add-config cleanup.policy=compact) or name another topic"
+        )
 
 
 Message = tuple[str, bytes | str, str | None]

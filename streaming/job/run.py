@@ -16,9 +16,9 @@ from streaming.job.maintain import table_properties
 from streaming.job.metrics import Metrics, Server
 from streaming.job.outage import Watch
 from streaming.job.progress import BatchProgress, Progress, reason
-from streaming.job.publish import Publisher, check_reachable
+from streaming.job.publish import Publisher, check_reachable, ensure_decisions_topic
 from streaming.job.query import QUERY_NAME, build_query
-from streaming.job.session import has_session, spark_session
+from streaming.job.session import has_session, spark_jars, spark_session
 from streaming.job.sink_spark import check_delta
 from streaming.job.sources.simulator import simulator_folder
 from streaming.job.storage import from_failure
@@ -81,9 +81,12 @@ def _job(
     metrics: Metrics | None,
 ) -> int:
     checkpoint = Path(config.checkpoint).resolve() / QUERY_NAME
+    extra = spark_jars(config)  # before anything is written or started
     check_source(config, checkpoint)
     if config.kafka_bootstrap and (config.source == "kafka" or config.kafka_outputs):
         check_reachable(config.kafka_conf())
+    if config.kafka_bootstrap and config.kafka_outputs and config.decisions_topic:
+        ensure_decisions_topic(config.kafka_conf(), config.decisions_topic)
     output = Path(config.output).resolve()
     output.mkdir(parents=True, exist_ok=True)
     folder: Path | None = None
@@ -95,7 +98,7 @@ def _job(
     check_source(config, checkpoint, record=True)
     record_run(config, checkpoint)
     own = not has_session()
-    spark = spark_session(config, output)
+    spark = spark_session(config, output, extra)
     if config.sink == "delta-spark":
         check_delta(spark, output / TableName.BATCHES)
     progress = Progress()

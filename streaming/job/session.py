@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from streaming import jars
 from streaming.config import JobConfig
 from streaming.job import failpoints
 from streaming.job.sink_spark import SESSION
@@ -69,7 +70,29 @@ runs with Spark's UI off, so nothing reads them; a few hundred batches would oth
 driver's heap toward those thousands before it stops growing (``streaming.bench.soak``)."""
 
 
-def spark_session(config: JobConfig, output: Path) -> Any:
+def jar_sets(config: JobConfig) -> dict[str, str]:
+    """The jar sets (``conf/jars/pom.xml``) the job's settings need, each with the setting that
+    needs it."""
+    sets = {}
+    if config.source == "kafka" and config.kafka_reader == "spark":
+        sets["spark-kafka"] = "source: kafka"
+    if config.sink == "delta-spark":
+        sets["delta"] = "sink: delta-spark"
+    return sets
+
+
+def spark_jars(config: JobConfig) -> list[Path]:
+    """The jars of :func:`jar_sets`, from the cache; a :class:`ConfigError` naming the command
+    that fetches a set not there. None are needed in a process that has a session already: it
+    has the jars it was given (the job then checks for what it needs)."""
+    if has_session():
+        return []
+    return [jar for name, why in jar_sets(config).items() for jar in jars.find(name, why)]
+
+
+def spark_session(config: JobConfig, output: Path, extra: list[Path] | None = None) -> Any:
+    """The job's session, made with the jars ``extra`` (:func:`spark_jars`), or the one this
+    process has, with the job's settings applied."""
     from pyspark.sql import SparkSession
 
     local = config.master.startswith("local")
@@ -97,6 +120,8 @@ def spark_session(config: JobConfig, output: Path) -> Any:
         delta = {} if existing else SESSION
         for key, value in {**delta, "spark.sql.session.timeZone": "UTC"}.items():
             builder = builder.config(key, value)
+    if extra:
+        builder = builder.config("spark.jars", ",".join(map(str, extra)))
     for name, value in failpoints.executor_env().items():
         builder = builder.config(f"spark.executorEnv.{name}", value)
     bundle = None if local else _bundle(output)

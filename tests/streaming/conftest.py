@@ -33,10 +33,12 @@ import pandas as pd
 import pytest
 from deltalake import DeltaTable
 
-from streaming import cli
+from streaming import cli, jars
 from streaming.config import load_job_config
 from streaming.job.progress import PROGRESS_COLUMNS
+from streaming.jars import SPARK_SETS
 from streaming.job.session import spark_session
+from streaming.sim.kafka_broker import kafka_broker
 
 ROOT = Path(__file__).resolve().parents[2]
 FAULTLINE = [sys.executable, "-m", "streaming.cli"]
@@ -83,14 +85,25 @@ SESSION = {
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """This worker's Spark session, made as ``faultline run`` makes its own: every in-process run
-    (``job``) and every test that needs Spark itself shares it. A test that changes a setting
-    puts it back (:func:`settings`)."""
-    session = spark_session(load_job_config(), tmp_path_factory.mktemp("spark"))
+    """This worker's Spark session, made as ``faultline run`` makes its own, with Spark's Kafka
+    source and Delta Lake: every in-process run (``job``) and every test that needs Spark itself
+    shares it. A test that changes a setting puts it back (:func:`settings`)."""
+    config = load_job_config(None, {"sink": "delta-spark"})
+    extra = [jar for name in SPARK_SETS for jar in jars.find(name, "the tests")]
+    session = spark_session(config, tmp_path_factory.mktemp("spark"), extra)
     for key, value in SESSION.items():
         session.conf.set(key, value)
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """This worker's Apache Kafka broker (``streaming.sim.kafka_broker``): its bootstrap servers.
+    One JVM serves every test of the worker that needs a Kafka it does not stop: each test
+    names topics of its own. A test that stops or kills a broker starts its own."""
+    with kafka_broker(tmp_path_factory.mktemp("kafka")) as broker:
+        yield broker.bootstrap
 
 
 @contextlib.contextmanager

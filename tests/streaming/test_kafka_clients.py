@@ -1,5 +1,6 @@
-"""The Kafka tools around the job, without Spark: the mock cluster as a background service and
-``faultline simulate`` publishing with the job's Kafka settings."""
+"""The Kafka tools around the job, without Spark, on a real Apache Kafka broker: the broker as a
+background service, ``faultline simulate`` publishing with the job's Kafka settings, and the
+embeddable client reading the compacted decision topic."""
 
 from __future__ import annotations
 
@@ -15,20 +16,20 @@ import pytest
 from confluent_kafka import Consumer, Producer
 
 from streaming.config import load_scenario
-from streaming.sim.mock_kafka import mock_cluster
+from streaming.job.session import note_jvm_start
+from streaming.sim.kafka_broker import free_port
 from streaming.sim.simulator import simulate
 from tests.streaming.conftest import faultline
 
+pytestmark = pytest.mark.jvm
 
-@pytest.fixture(scope="module")
-def kafka() -> Iterator[str]:
-    with mock_cluster() as bootstrap:
-        yield bootstrap
-
-
-def _count(bootstrap: str, topic: str, expected: int, limit: float = 60) -> int:
+def _count(bootstrap: str, topic: str, expected: int, limit: float = 60, group: str = "") -> int:
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": f"n-{topic}", "auto.offset.reset": "earliest"}
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"n-{topic}{group}",
+            "auto.offset.reset": "earliest",
+        }
     )
     consumer.subscribe([topic])
     seen, deadline = 0, time.time() + limit
@@ -40,28 +41,40 @@ def _count(bootstrap: str, topic: str, expected: int, limit: float = 60) -> int:
     return seen
 
 
-def test_the_mock_cluster_runs_in_the_background_until_it_is_told_to_stop() -> None:
-    """As the README starts it: no terminal, its input at end of file from the start."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streaming.sim.mock_kafka"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
+def test_the_broker_runs_in_the_background_until_it_is_told_to_stop(tmp_path: Path) -> None:
+    """As the README starts it: no terminal, its input at end of file from the start; stopped
+    and started again on its folder, it has its messages."""
+    note_jvm_start("kafka broker, by hand")
+
+    def serve() -> tuple[subprocess.Popen[str], str]:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "streaming.sim.kafka_broker", "--port", str(port),
+             "--data", str(tmp_path / "kafka")],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
         assert proc.stdout is not None
-        word, bootstrap = proc.stdout.readline().split()
-        assert word == "bootstrap"
-        time.sleep(2)
-        assert proc.poll() is None  # still serving with nothing on its input
+        line = proc.stdout.readline()
+        assert line.startswith("bootstrap "), line + (proc.stderr.read() if proc.stderr else "")
+        return proc, line.split()[1]
+
+    port = free_port()
+    proc, bootstrap = serve()
+    try:
+        assert bootstrap == f"127.0.0.1:{port}"
         producer = Producer({"bootstrap.servers": bootstrap})
         producer.produce("background", b"hello")
         assert producer.flush(30) == 0
         assert _count(bootstrap, "background", 1) == 1
     finally:
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=30) == 0
+        assert proc.wait(timeout=60) == 0
+    assert "shut down completed" in (tmp_path / "kafka" / "server.log").read_text()
+    proc, _ = serve()
+    try:
+        assert _count(bootstrap, "background", 1, group="again") == 1
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
 
 
 def test_simulate_takes_kafka_settings_from_the_configuration(kafka: str, tmp_path: Path) -> None:

@@ -1,0 +1,161 @@
+"""The jars faultline runs beside pyspark's own, named once in ``conf/jars/pom.xml`` (one Maven
+profile per set), fetched by ``faultline jars fetch`` into a cache outside the repository and
+found there without network.
+
+The cache is ``$FAULTLINE_JARS``, else ``$XDG_CACHE_HOME/faultline/jars``, else
+``~/.cache/faultline/jars``. A set lives in a folder named after it and a digest of the manifest,
+so a changed manifest is fetched again rather than mixed with what an older one fetched; the
+folder appears whole (fetched beside it, then renamed) or not at all. Jars that pyspark already
+ships are left out of the sets Spark loads, so that one class never comes from two versions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import TextIO
+
+from streaming.config import CONF_DIR
+from udfs.errors import ConfigError
+
+MANIFEST = CONF_DIR / "jars" / "pom.xml"
+FETCH = "faultline jars fetch"
+"""The command that fetches every set (the errors name it)."""
+SPARK_SETS = ("spark-kafka", "delta")
+"""The sets a Spark session loads (``spark.jars``); the others run in JVMs of their own."""
+_NS = {"m": "http://maven.apache.org/POM/4.0.0"}
+
+
+def cache() -> Path:
+    if os.environ.get("FAULTLINE_JARS"):
+        return Path(os.environ["FAULTLINE_JARS"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "faultline" / "jars"
+
+
+def _pom() -> ET.Element:
+    return ET.parse(MANIFEST).getroot()
+
+
+def sets() -> list[str]:
+    """The manifest's sets, in its order."""
+    return [p.findtext("m:id", namespaces=_NS) or "" for p in _pom().iterfind(".//m:profile", _NS)]
+
+
+def version(name: str) -> str:
+    """A version the manifest sets, e.g. ``version("kafka")`` for ``kafka.version``."""
+    value = _pom().findtext(f"m:properties/m:{name}.version", namespaces=_NS)
+    if value is None:
+        raise KeyError(name)
+    return value
+
+
+def folder(name: str) -> Path:
+    """Where the set ``name`` lives once fetched."""
+    digest = hashlib.sha256(MANIFEST.read_bytes()).hexdigest()[:12]
+    return cache() / f"{name}-{digest}"
+
+
+def find(name: str, needed_for: str) -> list[Path]:
+    """The jars of the set ``name``; a :class:`ConfigError` naming :data:`FETCH` when it has not
+    been fetched (``needed_for`` says which setting needs it)."""
+    if name not in sets():
+        raise KeyError(name)
+    where = folder(name)
+    if not where.is_dir():
+        raise ConfigError(
+            f"{needed_for} needs the jars of '{name}' ({MANIFEST.name} set), not found under "
+            f"{cache()}: fetch them once with `{FETCH} {name}` (Maven, from Maven Central), "
+            "or point FAULTLINE_JARS at a folder where they were fetched"
+        )
+    return sorted(where.glob("*.jar"))
+
+
+def _check_spark() -> None:
+    import pyspark
+
+    wanted = version("spark")
+    if pyspark.__version__ != wanted:
+        raise ConfigError(
+            f"{MANIFEST}: spark.version {wanted} is not this pyspark ({pyspark.__version__}); "
+            "the Spark sets must be built for the Spark that runs them"
+        )
+
+
+def _pyspark_artifacts() -> set[str]:
+    """The artifact names of the jars pyspark ships (``jackson-core`` of
+    ``jackson-core-2.18.2.jar``)."""
+    import pyspark
+
+    jars = Path(pyspark.__file__).parent / "jars"
+    return {_artifact(j.name) for j in jars.glob("*.jar")}
+
+
+def _artifact(filename: str) -> str:
+    """``kafka-clients-3.9.2.jar`` -> ``kafka-clients``: the name up to its first part that
+    starts with a digit."""
+    parts = filename.removesuffix(".jar").split("-")
+    for i, part in enumerate(parts[1:], 1):
+        if part[:1].isdigit():
+            return "-".join(parts[:i])
+    return "-".join(parts)
+
+
+def known(names: list[str] | None) -> list[str]:
+    """``names`` (default: every set), each checked to be a set of the manifest."""
+    unknown = [n for n in names or () if n not in sets()]
+    if unknown:
+        raise ConfigError(f"no jar set {', '.join(unknown)}; the sets are: {', '.join(sets())}")
+    return names or sets()
+
+
+def fetch(names: list[str] | None = None, out: TextIO | None = None) -> list[Path]:
+    """Fetch the sets ``names`` (default: all) that are not in the cache yet; their folders."""
+    wanted = known(names)
+    if any(n in SPARK_SETS for n in wanted):
+        _check_spark()
+    mvn = shutil.which("mvn")
+    done = []
+    for name in wanted:
+        target = folder(name)
+        if not target.is_dir():
+            if mvn is None:
+                raise ConfigError(f"{FETCH} needs Maven (mvn) on the PATH")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{name}-") as tmp:
+                _copy(mvn, name, Path(tmp) / "jars")
+                os.replace(Path(tmp) / "jars", target)
+            if out is not None:
+                count = len(list(target.glob("*.jar")))
+                print(f"faultline: fetched {name}: {count} jars in {target}", file=out)
+        done.append(target)
+    return done
+
+
+def _copy(mvn: str, name: str, into: Path) -> None:
+    cmd = [
+        mvn,
+        "-q",
+        "-B",
+        "-f",
+        str(MANIFEST),
+        "-P",
+        name,
+        "dependency:copy-dependencies",
+        "-DincludeScope=runtime",
+        f"-DoutputDirectory={into}",
+    ]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-5:])
+        raise ConfigError(f"{FETCH} {name}: Maven failed ({' '.join(cmd)}):\n{tail}")
+    if name in SPARK_SETS:
+        ships = _pyspark_artifacts()
+        for jar in into.glob("*.jar"):
+            if _artifact(jar.name) in ships:
+                jar.unlink()

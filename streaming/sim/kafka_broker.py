@@ -1,0 +1,242 @@
+"""An Apache Kafka broker on 127.0.0.1 for tests, benchmarks and local trials: one KRaft node
+(broker and controller in one JVM) from the ``kafka-broker`` jars of ``conf/jars/pom.xml``.
+
+``python -m streaming.sim.kafka_broker [--port 9092] [--data DIR]`` formats ``DIR`` on first use
+(default: a temporary folder, dropped at the end), prints ``bootstrap 127.0.0.1:PORT`` once the
+broker answers, and serves until Ctrl-C or SIGTERM. Its log is ``DIR/server.log``.
+:func:`kafka_broker` starts one for tests; the returned :class:`KafkaBroker` can also be
+stopped, killed, frozen (SIGSTOP) and thawed (SIGCONT), and started again on its data.
+
+The broker is set up for tests: topics are created on first use with 4 partitions, one replica;
+the log cleaner and the retention check run every second, so that a compacted topic is compacted,
+and deleted offsets are deleted, within seconds of the topic's own ``segment.ms``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+from streaming import jars
+
+MAIN = "kafka.Kafka"
+FORMAT = "kafka.tools.StorageTool"
+HEAP = "-Xmx512m"
+READY_S = 60.0
+SETTINGS = {
+    "process.roles": "broker,controller",
+    "node.id": "1",
+    "controller.listener.names": "CONTROLLER",
+    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+    "inter.broker.listener.name": "PLAINTEXT",
+    "num.partitions": "4",
+    "auto.create.topics.enable": "true",
+    "offsets.topic.replication.factor": "1",
+    "offsets.topic.num.partitions": "1",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "share.coordinator.state.topic.replication.factor": "1",
+    "share.coordinator.state.topic.min.isr": "1",
+    "group.initial.rebalance.delay.ms": "0",
+    "log.retention.check.interval.ms": "1000",
+    "log.cleaner.backoff.ms": "1000",
+    "log.initial.task.delay.ms": "0",
+}
+"""The broker's ``server.properties`` beside its listeners and folder."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: the kernel kills it when the process that started it ends,
+    however that process ended (PR_SET_PDEATHSIG)."""
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL)
+
+
+class KafkaBroker:
+    """One broker on its folder; :meth:`start` formats the folder on first use."""
+
+    def __init__(
+        self, data: Path, port: int = 0, settings: Mapping[str, str] | None = None
+    ) -> None:
+        self.data = data
+        self.port = port or free_port()
+        self.controller_port = free_port()
+        self.settings = dict(settings or {})
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def _java(self, main: str, *args: str) -> list[str]:
+        classpath = os.pathsep.join(map(str, jars.find("kafka-broker", "a Kafka broker")))
+        return [
+            "java",
+            HEAP,
+            "-XX:+UseG1GC",
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={self.data / 'log4j2.properties'}",
+            "-cp",
+            classpath,
+            main,
+            *args,
+        ]
+
+    def _write_settings(self) -> Path:
+        self.data.mkdir(parents=True, exist_ok=True)
+        props = {
+            **SETTINGS,
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},"
+            f"CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+            "log.dirs": str(self.data / "log"),
+            **self.settings,
+        }
+        path = self.data / "server.properties"
+        path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        log = self.data / "server.log"
+        (self.data / "log4j2.properties").write_text(
+            "rootLogger.level = info\n"
+            "rootLogger.appenderRef.file.ref = file\n"
+            "appender.file.type = RollingFile\n"
+            "appender.file.name = file\n"
+            f"appender.file.fileName = {log}\n"
+            f"appender.file.filePattern = {log}.%i\n"
+            "appender.file.layout.type = PatternLayout\n"
+            "appender.file.layout.pattern = [%d] %p %m (%c)%n\n"
+            "appender.file.policies.type = Policies\n"
+            "appender.file.policies.size.type = SizeBasedTriggeringPolicy\n"
+            "appender.file.policies.size.size = 10MB\n"
+            "appender.file.strategy.type = DefaultRolloverStrategy\n"
+            "appender.file.strategy.max = 2\n"
+        )
+        return path
+
+    def start(self) -> None:
+        from streaming.job.session import note_jvm_start
+
+        props = self._write_settings()
+        if not (self.data / "log" / "meta.properties").exists():
+            cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            note_jvm_start("kafka storage format")
+            done = subprocess.run(
+                self._java(FORMAT, "format", "-t", cluster, "-c", str(props)),
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if done.returncode != 0:
+                raise RuntimeError(f"formatting Kafka's storage failed: {done.stderr.strip()}")
+        note_jvm_start("kafka broker")
+        self.proc = subprocess.Popen(
+            self._java(MAIN, str(props)),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=open(self.data / "stderr.log", "ab"),  # noqa: SIM115 (the child keeps it)
+            preexec_fn=_die_with_parent,
+        )
+        self.wait_ready()
+
+    def wait_ready(self, limit: float = READY_S) -> None:
+        """Until the broker answers a metadata request with itself in it."""
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+        deadline = time.monotonic() + limit
+        while True:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"the Kafka broker exited with {self.proc.returncode}; see "
+                    f"{self.data / 'server.log'} and {self.data / 'stderr.log'}"
+                )
+            try:
+                if admin.list_topics(timeout=2).brokers:
+                    return
+            except Exception:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the Kafka broker did not answer within {limit:.0f} s")
+            time.sleep(0.2)
+
+    def signal(self, sig: signal.Signals) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash: what it had not flushed stays in the page cache."""
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.send_signal(signal.SIGCONT)
+                self.proc.kill()
+            self.proc.wait(timeout=30)
+            self.proc = None
+
+    def stop(self) -> None:
+        """SIGTERM: an orderly shutdown; a kill if it takes more than 30 s."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pass
+        self.kill()
+
+
+@contextmanager
+def kafka_broker(
+    data: Path | None = None, port: int = 0, settings: Mapping[str, str] | None = None
+) -> Iterator[KafkaBroker]:
+    """A started broker on ``data`` (default: a temporary folder); killed at the end."""
+    with tempfile.TemporaryDirectory(prefix="faultline-kafka-") as tmp:
+        broker = KafkaBroker(data or Path(tmp), port, settings)
+        try:
+            broker.start()
+            yield broker
+        finally:
+            broker.kill()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m streaming.sim.kafka_broker", description=__doc__
+    )
+    parser.add_argument("--port", type=int, default=9092)
+    parser.add_argument("--data", type=Path, help="the broker's folder (default: temporary)")
+    args = parser.parse_args()
+    stop = False
+
+    def ask_stop(*_: object) -> None:
+        nonlocal stop
+        stop = True
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, ask_stop)
+    with kafka_broker(args.data, args.port) as broker:
+        print(f"bootstrap {broker.bootstrap}", flush=True)
+        while not stop and broker.proc is not None and broker.proc.poll() is None:
+            time.sleep(0.5)
+        broker.stop()
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()
