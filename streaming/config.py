@@ -554,9 +554,11 @@ class JobConfig(_Strict):
     range is one ``quarantine`` row."""
     kafka_options: dict[str, str] = {}
     """librdkafka settings for every Kafka client (security: ``security.protocol``,
-    ``sasl.mechanism``, ``sasl.username``, ``sasl.password``, ``ssl.ca.location``, ...)."""
-    kafka_reader: Literal["python", "spark"] = "spark"
-    """``spark``: Spark's own ``format("kafka")``, where its JVM connector is installed."""
+    ``sasl.mechanism``, ``sasl.username``, ``sasl.password``, ``ssl.ca.location``, ...); Spark's
+    Kafka source gets them in the Java client's words (``streaming.job.kafka_options``)."""
+    kafka_source_options: dict[str, str] = {}
+    """Options of Spark's Kafka source, verbatim, over those made from ``kafka_options``
+    (``kafka.ssl.keystore.location``, ``kafka.sasl.jaas.config``, ``minPartitions``, ...)."""
     decisions_topic: str = "faultline.decisions"
     """Compacted topic for the broker states and routing tables ("" for none)."""
     kafka_outputs: bool = True

@@ -69,9 +69,9 @@ def find(name: str, needed_for: str) -> list[Path]:
     where = folder(name)
     if not where.is_dir():
         raise ConfigError(
-            f"{needed_for} needs the jars of '{name}' ({MANIFEST.name} set), not found under "
-            f"{cache()}: fetch them once with `{FETCH} {name}` (Maven, from Maven Central), "
-            "or point FAULTLINE_JARS at a folder where they were fetched"
+            f"{needed_for} needs the jar set '{name}' (conf/jars/pom.xml), not found under "
+            f"{cache()}: fetch it once with `{FETCH} {name}` (Maven, from Maven Central), "
+            "or point FAULTLINE_JARS at a folder where it was fetched"
         )
     return sorted(where.glob("*.jar"))
 

@@ -395,6 +395,7 @@ BATCHES = pa.schema(
         ("publish_ms", pa.int64()),
         ("messages", pa.int64()),
         ("dropped", pa.int64()),
+        ("skipped", pa.int64()),
     ]
 )
 """One row per micro-batch, written by the sink's commit. ``input`` counts the records that
@@ -403,7 +404,10 @@ one of the ``duplicates`` (an event id applied before), so ``input`` is their su
 counts valid updates older than the FaultItem they would replace. ``messages`` counts the
 messages the valid events stand for (a summary its ``messages``, any other event 1), and
 ``dropped`` the summaries the producers' reporters dropped (their ``dropped`` fields), so the
-sends a full buffer lost are counted though they never arrived.
+sends a full buffer lost are counted though they never arrived. With the Kafka source,
+``skipped`` counts the offsets of the batch's range that were not read: deleted by retention
+before the job read them (with ``fail_on_data_loss: false``; with true the job stops instead),
+compacted away, or transaction markers.
 
 Timings: ``write_ms`` is the batch's run in Spark (read, shuffle, the operator) plus publishing,
 ``commit_ms`` the Delta commits; of the operator, summed over its clusters, ``receive_ms``

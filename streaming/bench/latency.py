@@ -58,7 +58,7 @@ from streaming.bench.throughput import floor
 from streaming.config import load_job_config
 from streaming.job.publish import Publisher
 from streaming.job.run import run
-from streaming.sim.mock_kafka import mock_cluster
+from streaming.sim.kafka_broker import kafka_cluster
 from udfs.errors import ConfigError
 from udfs.vocabulary import ProducerState, TableName
 
@@ -392,6 +392,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
+        "--kafka",
+        choices=("broker", "mock"),
+        default="broker",
+        help="an Apache Kafka broker (default), or librdkafka's mock cluster",
+    )
+    parser.add_argument(
         "--floor",
         action="store_true",
         help="run the job's query with a stateful function that only isolates the brokers a "
@@ -448,7 +454,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     work = Path(tempfile.mkdtemp(prefix="faultline-latency-"))
     try:
-        with mock_cluster() as bootstrap:
+        with kafka_cluster(args.kafka) as bootstrap:
             return _measure(args, settings, plan, bootstrap, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -487,7 +493,7 @@ def _measure(
         command = [sys.executable, "-m", "streaming.bench.latency", "--floor-job", str(config)]
     floor = "; the floor: the job's query with an operator that only isolates"
     print(
-        f"latency: mock Kafka at {bootstrap}; job settings {settings}; job log {log_path}"
+        f"latency: Kafka ({args.kafka}) at {bootstrap}; job settings {settings}; job log {log_path}"
         + (floor if args.floor else ""),
         flush=True,
     )

@@ -60,12 +60,12 @@ from streaming.job import sink
 from streaming.job.progress import Progress
 from streaming.job.publish import Publisher
 from streaming.job.query import build_query, raw_records
-from streaming.job.session import spark_session
+from streaming.job.session import spark_jars, spark_session
 from streaming.job.sink import META
 from streaming.job.sources.files import list_files
 from streaming.job.stateful import arrow_on_every_core, worker_publisher
 from streaming.sim.fuzz import CORE, mixed_stream
-from streaming.sim.mock_kafka import mock_cluster
+from streaming.sim.kafka_broker import kafka_cluster
 from streaming.sim.simulator import simulate, write_jsonl
 from udfs.parse import read_typed
 from udfs.vocabulary import Decision, ProducerState
@@ -329,6 +329,12 @@ def _print_batches(batches: list[dict[str, Any]]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--source", choices=("files", "kafka"), default="files")
+    parser.add_argument(
+        "--kafka",
+        choices=("broker", "mock"),
+        default="broker",
+        help="with --source kafka: an Apache Kafka broker, or librdkafka's mock cluster",
+    )
     parser.add_argument("--scenario", default="default")
     parser.add_argument("--repeat", type=int, default=4)
     parser.add_argument("--speed", type=int, default=1, help="play the scenario N times as fast")
@@ -369,7 +375,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         settings: dict[str, Any] = {"source": "files", "path": str(folder)}
         if args.source == "kafka":
-            bootstrap = cluster.enter_context(mock_cluster())
+            bootstrap = cluster.enter_context(kafka_cluster(args.kafka))
             _publish(folder, bootstrap)
             settings = {"source": "kafka", "kafka_bootstrap": bootstrap, "topic": None}
             settings["subscribe_pattern"] = "bench-.*"
@@ -387,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
                 "once": True,
             },
         )
-        spark = spark_session(config, work / "job")
+        spark = spark_session(config, work / "job", spark_jars(config))
         passthrough = _passthrough(spark, raw_records(spark, config, folder), work / "pt")
         batches, query, sizes = _job(spark, config, folder, work / "job", work / "ck", args.floor)
         full = [(b["seconds"], int(b["input"])) for b in batches]

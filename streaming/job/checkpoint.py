@@ -143,3 +143,28 @@ def batch_ids(folder: Path) -> list[int]:
     if not folder.is_dir():
         return []
     return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit())
+
+
+Offsets = dict[str, dict[str, int]]
+"""Spark's Kafka source offsets: ``{topic: {partition: next offset}}``."""
+
+
+def logged_offsets(checkpoint: Path, batch: int) -> Offsets:
+    """The source offsets at the end of ``batch``, as Spark logged them; at the end of batch -1,
+    where the query began (the offsets Spark's Kafka source resolved ``startingOffsets`` to)."""
+    if batch < 0:
+        text = (checkpoint / "sources" / "0" / "0").read_text().lstrip("\0")
+    else:
+        text = (checkpoint / "offsets" / str(batch)).read_text()
+    return dict(json.loads(text.strip().splitlines()[-1]))
+
+
+def planned(checkpoint: Path, batch: int) -> int:
+    """The Kafka offsets the batch covers (from the partitions' offsets after the batch before,
+    0 for a partition that appeared since)."""
+    start, end = logged_offsets(checkpoint, batch - 1), logged_offsets(checkpoint, batch)
+    return sum(
+        int(offset) - int(start.get(topic, {}).get(partition, 0))
+        for topic, partitions in end.items()
+        for partition, offset in partitions.items()
+    )

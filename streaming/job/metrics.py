@@ -91,6 +91,11 @@ class Metrics:
             ["cluster", "scope", "decision"],
             registry=r,
         )
+        self.skipped = Counter(
+            "faultline_kafka_offsets_skipped",
+            "Offsets of the batches' Kafka ranges not read (deleted by retention, compacted away)",
+            registry=r,
+        )
         self.batches = Counter("faultline_batches", "Micro-batches committed", registry=r)
         self.batch_seconds = Histogram(
             "faultline_batch_duration_seconds",

@@ -132,7 +132,9 @@ def next_batch(checkpoint: Path) -> int:
 
 class Watch:
     """Driver side: asks Kafka for its metadata every half of ``interval_s`` (at most 5 s) and
-    prints :class:`OutageLog`'s lines to ``out``."""
+    prints :class:`OutageLog`'s lines to ``out``. With ``timeout_s``, it gives up once Kafka has
+    not answered for that long: :attr:`gave_up` then holds the reason, and the job stops its
+    query (Spark's Kafka source itself waits for ever)."""
 
     def __init__(
         self,
@@ -141,10 +143,13 @@ class Watch:
         checkpoint: Path,
         out: TextIO,
         metrics: Metrics | None = None,
+        timeout_s: float | None = None,
     ) -> None:
         self.conf = dict(conf)
         self.metrics = metrics
         self.log = OutageLog(self.conf["bootstrap.servers"], interval_s)
+        self.patience = Patience(self.conf["bootstrap.servers"], timeout_s)
+        self.gave_up: str | None = None
         self.tick = min(interval_s, 10.0) / 2
         self.checkpoint = checkpoint
         self.out = out
@@ -170,9 +175,15 @@ class Watch:
                 admin.list_topics(timeout=max(self.tick, 1.0))
                 line = self.log.reachable(lambda: next_batch(self.checkpoint))
                 reachable = True
+                self.patience.ok()
             except KafkaException:
                 line = self.log.unreachable()
                 reachable = False
+                try:
+                    self.patience.failed("reading")
+                except KafkaIOError as exc:
+                    self.gave_up = str(exc)
+                    return
             if self.metrics is not None:
                 self.metrics.kafka(reachable, self.log.since)
             if line is not None:

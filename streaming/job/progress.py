@@ -93,9 +93,10 @@ def progress_line(row: dict[str, Any], job: dict[str, Any] | None) -> str:
     state = f"state {row['state_rows']} rows, {row['state_memory_bytes'] / 1e6:.2f} MB"
     if job is None:
         return f"batch {row['batch_id']}: {spark}; {state}"
+    skipped = f", {job['skipped']} offsets skipped" if job.get("skipped") else ""
     return (
         f"batch {row['batch_id']}: {job['records']} records in {spark}, "
-        f"{job['quarantined']} quarantined, {job['late']} late; {state}; "
+        f"{job['quarantined']} quarantined, {job['late']} late{skipped}; {state}; "
         f"clock {iso(job['clock'])}; isolated now: {job['isolated']}"
     )
 
@@ -188,6 +189,7 @@ def job_figures(progress: Progress) -> dict[str, Any]:
         "late": last["late"],
         "clock": last["clock"],
         "isolated": isolated or "none",
+        "skipped": last.get("skipped") or 0,
     }
 
 

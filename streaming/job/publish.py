@@ -65,7 +65,11 @@ def ensure_decisions_topic(conf: Mapping[str, str], topic: str) -> None:
     another cleanup policy: retention would delete a broker's latest decision, so a producer
     that starts late would not learn of an isolation that still holds."""
     from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+    from confluent_kafka.admin import (  # type: ignore[attr-defined]
+        AdminClient,
+        ConfigResource,
+        NewTopic,
+    )
 
     admin = AdminClient({**conf, "log_level": 2})
     if topic not in admin.list_topics(timeout=METADATA_TIMEOUT_S).topics:

@@ -114,12 +114,13 @@ def _job(
         print(f"faultline: {config.source} source {folder}", file=out)
     print(f"faultline: tables under {output}, checkpoint {checkpoint}", file=out)
     publisher = watch = None
+    timeout = None if config.kafka_outage_timeout is None else config.kafka_outage_timeout / 1000
+    if config.kafka_bootstrap and config.kafka_outputs:
+        publisher = Publisher(config.kafka_conf(), timeout)
     if config.kafka_bootstrap and (config.source == "kafka" or config.kafka_outputs):
         interval = config.kafka_outage_log_interval / 1000
-        watch = Watch(config.kafka_conf(), interval, checkpoint, out, metrics).start()
-    if config.kafka_bootstrap and config.kafka_outputs:
-        timeout = config.kafka_outage_timeout
-        publisher = Publisher(config.kafka_conf(), None if timeout is None else timeout / 1000)
+        reading = timeout if config.source == "kafka" else None  # publishing has its own
+        watch = Watch(config.kafka_conf(), interval, checkpoint, out, metrics, reading).start()
     listener = BatchProgress(out, metrics)
     spark.streams.addListener(listener)
     query = build_query(
@@ -136,10 +137,17 @@ def _job(
     )
     try:
         while query.isActive:  # the listener prints each batch's line
+            if watch is not None and watch.gave_up is not None:  # Spark's source waits for ever
+                if publisher is not None:
+                    publisher.cancel()
+                query.stop()
+                break
             try:
                 query.awaitTermination(config.progress_interval / 1000)
             except Exception:  # the query failed: its reason is read below
                 break
+        if watch is not None and watch.gave_up is not None:
+            raise RuntimeError(watch.gave_up)
         if query.exception() is not None:
             failure = from_failure(query.exception(), (output, checkpoint))
             raise failure or RuntimeError(progress.error or reason(str(query.exception())))

@@ -74,7 +74,7 @@ def jar_sets(config: JobConfig) -> dict[str, str]:
     """The jar sets (``conf/jars/pom.xml``) the job's settings need, each with the setting that
     needs it."""
     sets = {}
-    if config.source == "kafka" and config.kafka_reader == "spark":
+    if config.source == "kafka":
         sets["spark-kafka"] = "source: kafka"
     if config.sink == "delta-spark":
         sets["delta"] = "sink: delta-spark"

@@ -192,7 +192,7 @@ def write_file(
     metas = []
     for day, rows in parts:
         folder = f"{PARTITION}={day}/" if day else ""
-        relative = f"{folder}{_prefix(app_id, batch_id)}{uuid.uuid4().hex}.parquet"
+        relative = f"{folder}{file_prefix(app_id, batch_id)}{uuid.uuid4().hex}.parquet"
         path = root / name / relative
         with writing(root / name):
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -273,7 +273,7 @@ def _partition(meta: dict[str, Any]) -> dict[str, str | None]:
     return {PARTITION: None if day == NULL_PART else day}
 
 
-def _prefix(app_id: str, batch_id: int) -> str:
+def file_prefix(app_id: str, batch_id: int) -> str:
     """Files of one batch of one job: another job writing into the same folder has its own."""
     return f"part-{batch_id:08d}-{app_id}-"
 
@@ -369,10 +369,12 @@ def commit_batch(
     app_id: str,
     write_ms: int,
     committer: Committer | None = None,
+    planned: int | None = None,
 ) -> dict[str, Any]:
     """Driver side: commit each table's new files once (with ``committer``, by default
     :class:`DeltaRs`), then the batch's row; return the batch's counts, with ``new``: whether
-    this call committed the row (False for a batch replayed after its commit)."""
+    this call committed the row (False for a batch replayed after its commit). ``planned``, the
+    Kafka offsets the batch covers, makes ``skipped``: those of them the source did not read."""
     committer = committer or DeltaRs(root, app_id)
     started = time.time()
     files: dict[str, list[dict[str, Any]]] = {}
@@ -400,6 +402,7 @@ def commit_batch(
         "clock": max(clocks) if clocks else None,
         "slowest_task_ms": max(tasks.values(), default=0),
         "rows_written": sum(int(e["records"]) for es in files.values() for e in es),
+        "skipped": None if planned is None else planned - stats["input"],
     }
     row = {
         **counts,
@@ -445,7 +448,7 @@ def commit_table(
             (path / relative).unlink(missing_ok=True)
         return False
     for folder in {Path(p).parent for p in keep}:
-        for stray in (path / folder).glob(f"{_prefix(app_id, batch_id)}*.parquet"):
+        for stray in (path / folder).glob(f"{file_prefix(app_id, batch_id)}*.parquet"):
             if str(folder / stray.name) not in keep:  # left by a failed attempt
                 stray.unlink(missing_ok=True)
     actions: list[AddAction | RemoveAction] = [

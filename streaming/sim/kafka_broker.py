@@ -7,7 +7,8 @@ broker answers, and serves until Ctrl-C or SIGTERM. Its log is ``DIR/server.log`
 :func:`kafka_broker` starts one for tests; the returned :class:`KafkaBroker` can also be
 stopped, killed, frozen (SIGSTOP) and thawed (SIGCONT), and started again on its data.
 
-The broker is set up for tests: topics are created on first use with 4 partitions, one replica;
+The broker is set up for tests: a PLAINTEXT listener, and a SASL_PLAINTEXT one that takes the login
+:data:`SASL_USER` (PLAIN); topics are created on first use with 4 partitions, one replica;
 the log cleaner and the retention check run every second, so that a compacted topic is compacted,
 and deleted offsets are deleted, within seconds of the topic's own ``segment.ms``.
 """
@@ -16,8 +17,9 @@ from __future__ import annotations
 
 import argparse
 import base64
-import ctypes
+import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -26,7 +28,6 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
 from pathlib import Path
 
 from streaming import jars
@@ -39,7 +40,10 @@ SETTINGS = {
     "process.roles": "broker,controller",
     "node.id": "1",
     "controller.listener.names": "CONTROLLER",
-    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+    "listener.security.protocol.map": (
+        "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT"
+    ),
+    "sasl.enabled.mechanisms": "PLAIN",
     "inter.broker.listener.name": "PLAINTEXT",
     "num.partitions": "4",
     "auto.create.topics.enable": "true",
@@ -55,6 +59,8 @@ SETTINGS = {
     "log.initial.task.delay.ms": "0",
 }
 """The broker's ``server.properties`` beside its listeners and folder."""
+SASL_USER = ("faultline", "faultline-secret")
+"""The one login of the broker's SASL listener (mechanism PLAIN)."""
 
 
 def free_port() -> int:
@@ -63,10 +69,11 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _die_with_parent() -> None:
-    """In the child, before exec: the kernel kills it when the process that started it ends,
-    however that process ended (PR_SET_PDEATHSIG)."""
-    ctypes.CDLL(None).prctl(1, signal.SIGKILL)
+def _with_parent(command: list[str]) -> list[str]:
+    """``command`` run so that the kernel kills it when the process that started it ends,
+    however that ended (``setpriv --pdeathsig``, util-linux), where ``setpriv`` is at hand."""
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "KILL", "--", *command] if setpriv else command
 
 
 class KafkaBroker:
@@ -77,6 +84,7 @@ class KafkaBroker:
     ) -> None:
         self.data = data
         self.port = port or free_port()
+        self.sasl_port = free_port()
         self.controller_port = free_port()
         self.settings = dict(settings or {})
         self.proc: subprocess.Popen[bytes] | None = None
@@ -84,6 +92,11 @@ class KafkaBroker:
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def sasl_bootstrap(self) -> str:
+        """The listener that takes SASL_PLAINTEXT logins (:data:`SASL_USER`)."""
+        return f"127.0.0.1:{self.sasl_port}"
 
     def _java(self, main: str, *args: str) -> list[str]:
         classpath = os.pathsep.join(map(str, jars.find("kafka-broker", "a Kafka broker")))
@@ -101,11 +114,18 @@ class KafkaBroker:
 
     def _write_settings(self) -> Path:
         self.data.mkdir(parents=True, exist_ok=True)
+        user, password = SASL_USER
         props = {
             **SETTINGS,
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port},"
+            f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_port},"
             f"CONTROLLER://127.0.0.1:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port},"
+            f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_port}",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": (
+                "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                f'user_{user}="{password}";'
+            ),
             "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
             "log.dirs": str(self.data / "log"),
             **self.settings,
@@ -147,11 +167,10 @@ class KafkaBroker:
                 raise RuntimeError(f"formatting Kafka's storage failed: {done.stderr.strip()}")
         note_jvm_start("kafka broker")
         self.proc = subprocess.Popen(
-            self._java(MAIN, str(props)),
+            _with_parent(self._java(MAIN, str(props))),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=open(self.data / "stderr.log", "ab"),  # noqa: SIM115 (the child keeps it)
-            preexec_fn=_die_with_parent,
         )
         self.wait_ready()
 
@@ -194,14 +213,12 @@ class KafkaBroker:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGCONT)
             self.proc.terminate()
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                pass
         self.kill()
 
 
-@contextmanager
+@contextlib.contextmanager
 def kafka_broker(
     data: Path | None = None, port: int = 0, settings: Mapping[str, str] | None = None
 ) -> Iterator[KafkaBroker]:
@@ -213,6 +230,20 @@ def kafka_broker(
             yield broker
         finally:
             broker.kill()
+
+
+@contextlib.contextmanager
+def kafka_cluster(kind: str = "broker") -> Iterator[str]:
+    """The bootstrap servers of a Kafka for the benchmarks: an Apache Kafka broker, or
+    librdkafka's mock cluster (``mock``)."""
+    if kind == "mock":
+        from streaming.sim.mock_kafka import mock_cluster
+
+        with mock_cluster() as bootstrap:
+            yield bootstrap
+    else:
+        with kafka_broker() as broker:
+            yield broker.bootstrap
 
 
 def main() -> None:

@@ -26,16 +26,16 @@ import pyarrow as pa
 
 from streaming.config import JobConfig, engine_config, load_job_config
 from streaming.job import sink
-from streaming.job.checkpoint import batch_ids, check_source, read_runs
+from streaming.job.checkpoint import batch_ids, check_source, logged_offsets, read_runs
 from streaming.job.progress import iso
 from streaming.job.query import QUERY_NAME
 from streaming.job.session import has_session, note_jvm_start, python_env
 from streaming.job.sources.files import FilesReader
 from streaming.job.sources.files import read_slice as read_file
-from streaming.job.sources.kafka import KafkaReader, read_slice
 from streaming.job.sources.simulator import simulator_folder
 from streaming.job.stateful import run_key
 from streaming.job.summary import isolation_windows
+from streaming.tools import kafka_log
 from udfs import engine
 from udfs.errors import FaultlineError
 from udfs.vocabulary import TableName
@@ -140,26 +140,18 @@ def batch_records(
     read from the source range the checkpoint logged for it."""
     end = ck.offsets(batch)
     if config.source == "kafka":
-        options = {
-            "kafka.bootstrap.servers": str(config.kafka_bootstrap),
-            "failOnDataLoss": "true",
-            **{f"kafka.{k}": v for k, v in config.kafka_options.items()},
-            "subscribe": ",".join(end),
-        }
-        reader = KafkaReader(options)
-        start = ck.offsets(batch - 1) if batch > 0 else _kafka_start(reader, config, end)
-        slices = reader.slices(start, end)
-        marks = reader._watermarks()
-        for part in slices:
-            low, high = marks.get((part.topic, part.partition), (0, 0))
+        conf = config.kafka_conf()
+        found = kafka_log.ranges(logged_offsets(ck.path, batch - 1), end)
+        marks = kafka_log.watermarks(conf, found)
+        for part in found:
+            low, high = marks[(part.topic, part.partition)]
             if part.begin < low or part.end > high:
                 raise ReplayError(
                     f"batch {batch} needs offsets {part.begin}..{part.end - 1} of "
                     f"{part.topic}/{part.partition}; Kafka has {low}..{high - 1} of it now "
                     "(retention deleted the rest): replay a later window"
                 )
-        reader.stop()
-        parts: Iterator[pa.RecordBatch] = (b for p in slices for b in read_slice(p))
+        parts: Iterator[pa.RecordBatch] = (b for p in found for b in kafka_log.read(conf, p))
     else:
         assert folder is not None
         reader_f = FilesReader({"path": str(folder)})
@@ -172,18 +164,6 @@ def batch_records(
     if "lost" not in raw.columns:
         raw["lost"] = None
     return raw
-
-
-def _kafka_start(reader: Any, config: JobConfig, end: Mapping[str, Any]) -> Any:
-    """Where batch 0 began: the configured starting offsets, resolved now (``earliest``: the
-    first offset Kafka still has)."""
-    if config.starting_offsets == "latest":
-        raise ReplayError(
-            "batch 0 of a Kafka job that started at the latest offsets cannot be replayed: where "
-            "it began was not logged; replay from batch 1"
-        )
-    reader.starting = config.starting_offsets
-    return reader.initialOffset()
 
 
 # --- replay -------------------------------------------------------------------------------------

@@ -35,10 +35,10 @@ from deltalake import DeltaTable
 
 from streaming import cli, jars
 from streaming.config import load_job_config
-from streaming.job.progress import PROGRESS_COLUMNS
 from streaming.jars import SPARK_SETS
+from streaming.job.progress import PROGRESS_COLUMNS
 from streaming.job.session import spark_session
-from streaming.sim.kafka_broker import kafka_broker
+from streaming.sim.kafka_broker import KafkaBroker, kafka_broker
 
 ROOT = Path(__file__).resolve().parents[2]
 FAULTLINE = [sys.executable, "-m", "streaming.cli"]
@@ -98,12 +98,18 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 
 @pytest.fixture(scope="session")
-def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """This worker's Apache Kafka broker (``streaming.sim.kafka_broker``): its bootstrap servers.
-    One JVM serves every test of the worker that needs a Kafka it does not stop: each test
-    names topics of its own. A test that stops or kills a broker starts its own."""
-    with kafka_broker(tmp_path_factory.mktemp("kafka")) as broker:
-        yield broker.bootstrap
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+    """This worker's Apache Kafka broker (``streaming.sim.kafka_broker``): one JVM serves every
+    test of the worker that needs a Kafka it does not stop, each naming topics of its own. A test
+    that stops or kills a broker starts its own."""
+    with kafka_broker(tmp_path_factory.mktemp("kafka")) as started:
+        yield started
+
+
+@pytest.fixture(scope="session")
+def kafka(broker: KafkaBroker) -> str:
+    """The worker's broker's bootstrap servers (PLAINTEXT)."""
+    return broker.bootstrap
 
 
 @contextlib.contextmanager

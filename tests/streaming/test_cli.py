@@ -51,3 +51,37 @@ def test_an_unreachable_bootstrap_server_fails_fast_with_one_line(tmp_path: Path
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "cannot reach 127.0.0.1:9 within 10 s" in lines[0], lines
     assert not (tmp_path / "output").exists()
+
+
+def test_a_jar_set_not_fetched_stops_the_job_naming_the_command(tmp_path: Path) -> None:
+    """Spark's Kafka source and Delta Lake need jars from Maven Central (conf/jars/pom.xml):
+    with an empty jar cache the job stops before Spark starts, naming the command that fetches
+    them, and writes nothing; ``faultline jars list`` says what the cache holds."""
+    empty = {"FAULTLINE_JARS": str(tmp_path / "jars")}
+    cases = [
+        (("--source", "kafka", "--kafka-bootstrap", "127.0.0.1:9", "--topic", "t"), "spark-kafka",
+         "source: kafka"),
+        (("--scenario", "quick", "--sink", "delta-spark"), "delta", "sink: delta-spark"),
+    ]  # fmt: skip
+    for flags, name, setting in cases:
+        result = faultline("run", *flags, cwd=tmp_path, env=empty, timeout=60)
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.strip().splitlines() == [
+            f"faultline: {setting} needs the jar set '{name}' (conf/jars/pom.xml), not found "
+            f"under {tmp_path / 'jars'}: fetch it once with `faultline jars fetch {name}` (Maven, "
+            "from Maven Central), or point FAULTLINE_JARS at a folder where it was fetched"
+        ]
+        assert not (tmp_path / "output").exists() and not (tmp_path / "checkpoints").exists()
+    listed = faultline("jars", "list", cwd=tmp_path, env=empty, timeout=60)
+    assert listed.returncode == 0
+    assert [line.split()[0] for line in listed.stdout.splitlines()] == [
+        "spark-kafka",
+        "delta",
+        "kafka-broker",
+    ]
+    assert all(line.endswith("not fetched") for line in listed.stdout.splitlines())
+    unknown = faultline("jars", "fetch", "kafka", cwd=tmp_path, env=empty, timeout=60)
+    assert unknown.returncode == 2
+    assert unknown.stderr.strip() == (
+        "faultline: no jar set kafka; the sets are: spark-kafka, delta, kafka-broker"
+    )

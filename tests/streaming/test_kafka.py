@@ -1,24 +1,24 @@
-"""Kafka end to end, against a real Kafka-protocol server (librdkafka's mock cluster in a process
-of its own), or against a real Kafka when ``KAFKA_BOOTSTRAP_SERVERS`` is set."""
+"""Kafka end to end through Spark's own Kafka source, against an Apache Kafka broker
+(``streaming.sim.kafka_broker``): the worker's shared broker (the ``kafka`` fixture), or one of the
+test's own where the test stops or kills it."""
 
 from __future__ import annotations
 
 import itertools
 import json
-import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pyspark
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from streaming.config import load_scenario
-from streaming.sim.mock_kafka import mock_cluster, mock_cluster_process
+from streaming.sim.kafka_broker import SASL_USER, KafkaBroker, kafka_broker
 from streaming.sim.simulator import simulate
 from tests.streaming.conftest import (
     INT,
@@ -36,12 +36,6 @@ from tests.streaming.conftest import (
 from udfs.schedule import kafka_topic
 
 pytestmark = pytest.mark.jvm
-
-
-@pytest.fixture(scope="module")
-def kafka() -> Iterator[str]:
-    with mock_cluster() as bootstrap:
-        yield bootstrap
 
 
 def _publish(bootstrap: str, topic: str, cwd: Path, scenario: str = "quick") -> None:
@@ -163,6 +157,49 @@ def test_kafka_run_stopped_or_killed_and_restarted_loses_and_duplicates_nothing(
     )
 
 
+def test_a_kafka_with_a_sasl_login_is_read_and_written_with_the_same_kafka_options(
+    job: Job, broker: KafkaBroker, tmp_path: Path
+) -> None:
+    """One set of librdkafka settings (``kafka_options``) logs every client in: ``faultline
+    simulate``, Spark's Kafka source (the Java client, told in its own words), the outputs and the
+    outage watch; the wrong password stops the job before it starts. The options' secret is never
+    printed."""
+    user, password = SASL_USER
+
+    def config(secret: str) -> Path:
+        path = tmp_path / f"sasl-{secret}.yaml"
+        path.write_text(
+            "kafka_options: {security.protocol: SASL_PLAINTEXT, sasl.mechanism: PLAIN, "
+            f"sasl.username: {user}, sasl.password: {secret}}}\n"
+            "decisions_topic: sasl-decisions\n"
+        )
+        return path
+
+    args = ("--kafka-bootstrap", broker.sasl_bootstrap, "--topic", "sasl-events")
+    published = faultline(
+        "simulate", "--scenario", "quick", "--config", str(config(password)), *args, cwd=tmp_path
+    )
+    assert published.returncode == 0, published.stderr[-2000:]
+    result = job(
+        "run", "--source", "kafka", "--config", str(config(password)), *args, "--once",
+        "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "ck"), cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert password not in result.stdout + result.stderr
+    events = len(simulate(load_scenario("quick")))
+    assert table(tmp_path / "out", "batches")["input"].sum() == events
+    decisions = table(tmp_path / "out", "broker_decisions").query("scope == 'cluster'")
+    assert len(_read_all(broker.bootstrap, "sasl-decisions", 1)) >= 1 and len(decisions) > 0
+    refused = job(
+        "run", "--source", "kafka", "--config", str(config("wrong")), *args, "--once",
+        "--output", str(tmp_path / "out2"), "--checkpoint", str(tmp_path / "ck2"), cwd=tmp_path,
+    )  # fmt: skip
+    assert refused.returncode == 2
+    last = refused.stderr.strip().splitlines()[-1]
+    assert f"cannot reach {broker.sasl_bootstrap}" in last and "uthentication" in last, last
+    assert "wrong" not in refused.stdout + refused.stderr
+
+
 def test_topics_that_appear_while_running_are_read(kafka: str, tmp_path: Path) -> None:
     events = simulate(load_scenario("quick"))
     half = len(events) // 2
@@ -198,26 +235,42 @@ def test_topics_that_appear_while_running_are_read(kafka: str, tmp_path: Path) -
     assert batches["input"].sum() == batches["valid"].sum() == len(events)
 
 
+def _retained(bootstrap: str, topic: str, records: int) -> int:
+    """``records`` of 1 kB on partition 0 of a new topic whose retention (2 s) then deletes its
+    older segments (1 MB each); the offset Kafka keeps from."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    settings = {"retention.ms": "2000", "segment.bytes": "1048576"}
+    admin.create_topics([NewTopic(topic, 1, config=settings)])[topic].result(30)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for _ in range(records):
+        producer.produce(topic, b"x" * 1000, partition=0)
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-check"})
+    deadline = time.time() + 60
+    low = 0
+    while low == 0 and time.time() < deadline:  # the broker checks retention every second
+        time.sleep(0.5)
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+    consumer.close()
+    assert 0 < low < high == records
+    return int(low)
+
+
 def test_offsets_lost_to_retention_fail_or_are_skipped_and_counted(
     job: Job, kafka: str, tmp_path: Path
 ) -> None:
-    producer = Producer({"bootstrap.servers": kafka, "linger.ms": 5})
-    for _ in range(12_000):  # about 12 MB: the mock cluster keeps about 5 MB per partition
-        producer.produce("lossy", b"x" * 1000, partition=0)
-        producer.poll(0)
-    producer.flush(60)
-    consumer = Consumer({"bootstrap.servers": kafka, "group.id": "lossy-check"})
-    from confluent_kafka import TopicPartition
-
-    low, high = consumer.get_watermark_offsets(TopicPartition("lossy", 0), timeout=10)
-    consumer.close()
-    assert 0 < low < high == 12_000
+    """A job that starts at offset 0 of a partition whose first offsets retention deleted: with
+    ``fail_on_data_loss`` (the default) it stops at once with Spark's reason; without, it reads
+    what is left and its ``batches`` rows count the offsets it could not read."""
+    low = _retained(kafka, "lossy", 12_000)
     start_at = ("--starting-offsets", json.dumps({"lossy": {"0": 0}}))
     failing = job(*_args(tmp_path, kafka, "lossy", "--once", *start_at), cwd=tmp_path)
     assert failing.returncode == 1
-    assert "faultline: failed: faultline kafka: offsets 0.." in failing.stderr
-    assert "of lossy/0 were deleted (retention) before they were read" in failing.stderr
-    assert len(failing.stderr.strip().splitlines()[-1]) < 300
+    last = failing.stderr.strip().splitlines()[-1]
+    assert last.startswith("faultline: failed: ") and "lossy-0" in last, failing.stderr[-3000:]
+    assert len(last) < 400, last
+    assert batches_committed(tmp_path / "out") == 0
 
     skipping = tmp_path / "skip"
     skipping.mkdir()
@@ -225,11 +278,12 @@ def test_offsets_lost_to_retention_fail_or_are_skipped_and_counted(
     (skipping / "job.yaml").write_text("fail_on_data_loss: false\ndecisions_topic: ''\n")
     result = job(*args, "--max-offsets-per-trigger", "20000", cwd=tmp_path)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    batches = table(skipping / "out", "batches")
+    assert batches["input"].sum() == 12_000 - low
+    assert batches["skipped"].sum() == low
+    assert f"{low} offsets skipped" in result.stdout
     quarantine = table(skipping / "out", "quarantine")
-    lost = quarantine[quarantine["reason_code"] == "DATA_LOSS"]
-    assert list(lost["origin"]) == [f"lossy/0/0-{low - 1}"]
-    assert lost["reason"].iloc[0].startswith(f"{low} records at lossy/0/0-{low - 1} were deleted")
-    assert (quarantine["reason_code"] == "MALFORMED_JSON").sum() == high - low
+    assert (quarantine["reason_code"] == "MALFORMED_JSON").sum() == 12_000 - low
     assert "lossy/0/11999" in set(quarantine["origin"])
     # a replay of that window stops at once, naming what is gone and what Kafka still has
     replay = job(
@@ -243,46 +297,13 @@ def test_offsets_lost_to_retention_fail_or_are_skipped_and_counted(
     )
 
 
-def test_spark_kafka_connector_switch_uses_format_kafka(
-    job: Job, kafka: str, tmp_path: Path
-) -> None:
-    """``kafka_reader: spark`` hands the same options to Spark's own connector, which these
-    machines cannot install: the job must say that it is missing, not fall back silently."""
-    (tmp_path / "job.yaml").write_text("kafka_reader: spark\n")
-    result = job(
-        "run", "--source", "kafka", "--kafka-bootstrap", kafka, "--topic", "t", "--once",
-        "--config", str(tmp_path / "job.yaml"), cwd=tmp_path,
-    )  # fmt: skip
-    assert result.returncode == 2
-    assert result.stderr.strip().splitlines()[-1] == (
-        "faultline: kafka_reader = 'spark': this Spark has no Kafka connector (add "
-        f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__} to spark.jars."
-        "packages), or use "
-        "kafka_reader: python, faultline's own reader"
-    )
-
-
-def test_against_a_real_kafka(job: Job, reference: Path, tmp_path: Path) -> None:
-    bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-    if not bootstrap:
-        pytest.skip(
-            "KAFKA_BOOTSTRAP_SERVERS is not set: no real Kafka here (docker compose up -d, "
-            "then KAFKA_BOOTSTRAP_SERVERS=localhost:9092); the mock-cluster tests above ran"
-        )
-    topic = f"faultline-test-{int(time.time())}"
-    _publish(bootstrap, topic, tmp_path)
-    result = job(*_args(tmp_path, bootstrap, topic, "--once"), cwd=tmp_path)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    _check_kafka_run(reference, tmp_path, bootstrap)
-
-
 def test_a_delivery_failure_fails_the_batch_and_the_restart_retries_it(
     job: Job, reference: Path, tmp_path: Path
 ) -> None:
-    """Files in, outputs to a Kafka that goes away for longer than ``kafka_outage_timeout``: the
-    batch being published fails and the ``faultline`` process exits, having committed nothing of
-    it; the restart (in this process) publishes it to the Kafka that is there now and commits it
-    once."""
+    """Files in, outputs to a Kafka that goes away (killed) for longer than
+    ``kafka_outage_timeout``: the batch being published fails and the ``faultline`` process exits,
+    having committed nothing of it; the restart (in this process), once Kafka is back, publishes
+    it and commits it once."""
     events = tmp_path / "in"
     assert (
         faultline("simulate", "--scenario", "quick", "--out", str(events), cwd=tmp_path).returncode
@@ -298,30 +319,31 @@ def test_a_delivery_failure_fails_the_batch_and_the_restart_retries_it(
                 *extra)  # fmt: skip
 
     out = tmp_path / "out"
-    with mock_cluster() as first:
-        proc = start(*args(first), cwd=tmp_path)
+    with kafka_broker(tmp_path / "kafka") as broker:
+        proc = start(*args(broker.bootstrap), cwd=tmp_path)
         deadline = time.time() + 240
         while batches_committed(out) < 2 and time.time() < deadline and proc.poll() is None:
             time.sleep(0.05)
-    # the first cluster is gone now: the next batch cannot be delivered
-    stdout, _ = proc.communicate(timeout=240)
-    assert proc.returncode == 1
-    assert f"faultline: failed: faultline kafka: publishing: kafka at {first} unreachable for" in (
-        stdout
-    )
-    assert "(kafka_outage_timeout 3 s): giving up" in stdout
-    committed = table(out, "batches")
-    assert 2 <= len(committed) < len(table(reference, "batches"))
-    for name in OUTPUT_TABLES:  # nothing of the failed batch reached a table
-        assert set(table(out, name)["batch_id"]) <= set(committed["batch_id"]), name
-    with mock_cluster() as second:
-        result = job(*args(second, "--once"), cwd=tmp_path)
+        broker.kill()  # the next batch cannot be delivered
+        stdout, _ = proc.communicate(timeout=240)
+        assert proc.returncode == 1
+        assert (
+            f"faultline: failed: faultline kafka: publishing: kafka at {broker.bootstrap} "
+            "unreachable for"
+        ) in stdout
+        assert "(kafka_outage_timeout 3 s): giving up" in stdout
+        committed = table(out, "batches")
+        assert 2 <= len(committed) < len(table(reference, "batches"))
+        for name in OUTPUT_TABLES:  # nothing of the failed batch reached a table
+            assert set(table(out, name)["batch_id"]) <= set(committed["batch_id"]), name
+        broker.start()
+        result = job(*args(broker.bootstrap, "--once"), cwd=tmp_path)
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
         redeliveries = table(out, "redeliveries")
         done = set(committed["batch_id"])
         retried = redeliveries[~redeliveries["batch_id"].isin(done)]
         for target, group in retried.groupby("target_topic"):
-            got = _read_all(second, kafka_topic(str(target)), len(group))
+            got = _read_all(broker.bootstrap, kafka_topic(str(target)), len(group))
             assert {m.key().decode() for m in got} >= set(group["message_id"]), target
     same_tables(reference, out)
 
@@ -329,12 +351,14 @@ def test_a_delivery_failure_fails_the_batch_and_the_restart_retries_it(
 def test_kafka_unreachable_while_running_is_waited_out_and_nothing_is_lost_or_repeated(
     reference: Path, tmp_path: Path
 ) -> None:
-    """The mock cluster stopped (SIGSTOP: connections hang, as behind a network partition; the
-    data survives) while the job runs, then resumed: the job waits, says so once per interval,
-    and ends with the tables of an uninterrupted run."""
+    """The broker frozen (SIGSTOP: connections hang, as behind a network partition) during a
+    batch, then thawed; later, while the job waits for records, killed (SIGKILL) and started
+    again on its data: each time the job waits, says so once per interval, and it ends with the
+    tables of an uninterrupted run."""
     events = simulate(load_scenario("quick"))
     topic, first = "events-outage", 1200
-    with mock_cluster_process() as (bootstrap, cluster):
+    with kafka_broker(tmp_path / "kafka") as broker:
+        bootstrap = broker.bootstrap
         producer = Producer({"bootstrap.servers": bootstrap})
 
         def publish(part: list[dict[str, Any]]) -> None:
@@ -363,25 +387,26 @@ def test_kafka_unreachable_while_running_is_waited_out_and_nothing_is_lost_or_re
 
         try:
             wait_for(lambda: batches_committed(tmp_path / "out") >= 2)
-            os.kill(cluster.pid, signal.SIGSTOP)
+            broker.signal(signal.SIGSTOP)
             stopped = time.time()
             wait_for(lambda: len(said("unreachable since")) >= 4, 30)  # about 6 s
-            os.kill(cluster.pid, signal.SIGCONT)
+            broker.signal(signal.SIGCONT)
             resumed = time.time()
-            wait_for(lambda: bool(said("reachable again")), 30)
+            wait_for(lambda: bool(said("reachable again")), 60)
             during_a_batch = said("unreachable since")
             # again while the job waits for new records, for longer than the 10 s a planner's
-            # question to Kafka may take: the planner is the one that waits
+            # question to Kafka may take: a broker that crashed, then restarted on its data
             wait_for(lambda: _committed_input(tmp_path / "out") == first)
             idle = batches_committed(tmp_path / "out")
-            os.kill(cluster.pid, signal.SIGSTOP)
+            broker.kill()
             wait_for(lambda: len(said("unreachable since")) >= len(during_a_batch) + 7, 40)
-            os.kill(cluster.pid, signal.SIGCONT)
-            wait_for(lambda: len(said("reachable again")) == 2, 30)
+            broker.start()
+            wait_for(lambda: len(said("reachable again")) == 2, 60)
             publish(events[first:])
             wait_for(lambda: _committed_input(tmp_path / "out") == len(events))
         finally:
-            os.kill(cluster.pid, signal.SIGCONT)
+            if broker.proc is not None:
+                broker.signal(signal.SIGCONT)
             if proc.poll() is None:
                 proc.send_signal(INT)
             proc.wait(timeout=120)
@@ -401,8 +426,49 @@ def test_kafka_unreachable_while_running_is_waited_out_and_nothing_is_lost_or_re
         assert int(back.rsplit(" ", 1)[1]) in (after, after + 1), (back, after)
         assert back_idle.endswith(f"; resuming at batch {idle}\n"), back_idle
         assert not said("rdkafka"), said("rdkafka")  # the clients' own retries are not printed
+        assert not said("WARN") and not said("ERROR"), said("WARN") + said("ERROR")
         _check_kafka_run(reference, tmp_path, bootstrap)
         assert batches["input"].sum() == len(events)
+
+
+def test_a_kafka_away_for_longer_than_the_outage_timeout_stops_the_job(
+    tmp_path: Path,
+) -> None:
+    """Spark's Kafka source waits for Kafka for ever; with ``kafka_outage_timeout`` the job gives
+    up after that long, with one line, and the restart reads on from where it stopped."""
+    events = simulate(load_scenario("quick"))
+    with kafka_broker(tmp_path / "kafka") as broker:
+        producer = Producer({"bootstrap.servers": broker.bootstrap})
+        for e in events:
+            producer.produce("events-timeout", json.dumps(e), key=e["cluster"])
+        assert producer.flush(30) == 0
+        args = _args(tmp_path, broker.bootstrap, "events-timeout")
+        with (tmp_path / "job.yaml").open("a") as config:
+            config.write("kafka_outage_timeout: 5s\nkafka_outage_log_interval: 1s\n")
+        proc = start(*args, cwd=tmp_path)
+        deadline = time.time() + 240
+        while batches_committed(tmp_path / "out") < 2 and time.time() < deadline:
+            time.sleep(0.05)
+        broker.signal(signal.SIGSTOP)
+        stopped = time.time()
+        try:
+            stdout, _ = proc.communicate(timeout=120)
+        finally:
+            broker.signal(signal.SIGCONT)
+        assert proc.returncode == 1, stdout[-3000:]
+        assert 5 <= time.time() - stopped < 60
+        last = stdout.strip().splitlines()[-1]
+        assert last.startswith(
+            f"faultline: failed: faultline kafka: reading: kafka at {broker.bootstrap} "
+            "unreachable for "
+        ), stdout[-3000:]
+        assert last.endswith("s (kafka_outage_timeout 5 s): giving up"), last
+        committed = _committed_input(tmp_path / "out")
+        assert 0 < committed < len(events)
+        again = start(*args, "--once", cwd=tmp_path)
+        stdout, _ = again.communicate(timeout=300)
+        assert again.returncode == 0, stdout[-3000:]
+        assert _committed_input(tmp_path / "out") == len(events)
 
 
 def _committed_input(output: Path) -> int:

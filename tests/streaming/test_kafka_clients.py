@@ -4,24 +4,25 @@ embeddable client reading the compacted decision topic."""
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
 
 from streaming.config import load_scenario
-from streaming.job.session import note_jvm_start
 from streaming.sim.kafka_broker import free_port
 from streaming.sim.simulator import simulate
 from tests.streaming.conftest import faultline
 
 pytestmark = pytest.mark.jvm
+
 
 def _count(bootstrap: str, topic: str, expected: int, limit: float = 60, group: str = "") -> int:
     consumer = Consumer(
@@ -44,7 +45,6 @@ def _count(bootstrap: str, topic: str, expected: int, limit: float = 60, group: 
 def test_the_broker_runs_in_the_background_until_it_is_told_to_stop(tmp_path: Path) -> None:
     """As the README starts it: no terminal, its input at end of file from the start; stopped
     and started again on its folder, it has its messages."""
-    note_jvm_start("kafka broker, by hand")
 
     def serve() -> tuple[subprocess.Popen[str], str]:
         proc = subprocess.Popen(
@@ -103,7 +103,7 @@ def test_the_embeddable_client_reads_the_decision_topic(kafka: str, tmp_path: Pa
     """What a producer embeds: the compacted decision topic, as the job publishes it (the sink's
     own publisher and message shape), read back into ``is_available``."""
     from streaming.client import DecisionClient
-    from streaming.job.publish import Publisher
+    from streaming.job.publish import Publisher, ensure_decisions_topic
     from streaming.job.sink import create_tables, publish_batch
 
     now = int(time.time() * 1000)
@@ -133,6 +133,7 @@ def test_the_embeddable_client_reads_the_decision_topic(kafka: str, tmp_path: Pa
         "transactions": [lost, {**lost, "transaction_id": "tx-2", "notify": False}],
     }
     create_tables(tmp_path)  # the batch is not committed yet: it is published
+    ensure_decisions_topic({"bootstrap.servers": kafka}, "dec")
     publisher = Publisher({"bootstrap.servers": kafka})
     sent = publish_batch(tmp_path, 0, rows, "app", publisher, "dec", probe_share=0.1)
     assert sent == 4  # broker-z's restoration is followed by its probation in the same batch
@@ -157,3 +158,65 @@ def test_the_embeddable_client_reads_the_decision_topic(kafka: str, tmp_path: Pa
         ]
     finally:
         client.close()
+
+
+def test_the_decision_topic_is_made_compacted_and_a_late_reader_sees_each_keys_latest_only(
+    kafka: str,
+) -> None:
+    """faultline makes its decisions topic compacted; after many decisions per broker, a reader
+    that starts late reads each broker's latest decision and nothing older (the broker compacts
+    closed segments: this test closes them within a second instead of faultline's minute). A
+    topic that exists without compaction stops the job, naming the fix."""
+    from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+    from streaming.job.publish import ensure_decisions_topic
+    from udfs.errors import ConfigError
+
+    conf = {"bootstrap.servers": kafka}
+    ensure_decisions_topic(conf, "compacted")
+    ensure_decisions_topic(conf, "compacted")  # there already: accepted as it is
+    admin = AdminClient(conf)
+    topic = ConfigResource("topic", "compacted")
+    found = admin.describe_configs([topic])[topic].result(30)
+    assert found["cleanup.policy"].value == "compact"
+    assert found["min.cleanable.dirty.ratio"].value == "0.1"
+    admin.incremental_alter_configs(
+        [ConfigResource("topic", "compacted", incremental_configs=[
+            ConfigEntry("segment.ms", "500", incremental_operation=AlterConfigOpType.SET)])]
+    )[topic].result(30)  # fmt: skip
+    producer = Producer(conf)
+    brokers = [f"broker/C/b{i}" for i in range(10)]
+    for n in range(50):
+        for key in brokers:
+            producer.produce("compacted", json.dumps({"round": n}), key=key)
+        producer.flush(30)
+        time.sleep(0.05)
+    time.sleep(0.6)
+    producer.produce("compacted", b"{}", key="roll")  # closes the segment the last round is in
+    producer.flush(30)
+
+    def late_reader() -> list[tuple[str, int]]:
+        group = {"group.id": f"late-{time.time()}", "auto.offset.reset": "earliest"}
+        consumer = Consumer({**conf, **group, "enable.auto.commit": False})
+        consumer.subscribe(["compacted"])
+        seen: list[tuple[str, int]] = []
+        deadline = time.time() + 10
+        while time.time() < deadline and not any(k == "roll" for k, _ in seen):
+            for m in consumer.consume(1000, timeout=0.5):
+                if m.error() is None:
+                    seen.append((m.key().decode(), json.loads(m.value()).get("round", -1)))
+        consumer.close()
+        return seen
+
+    deadline = time.time() + 90
+    while len(seen := late_reader()) > len(brokers) + 1 and time.time() < deadline:
+        time.sleep(1)
+    assert sorted(seen) == sorted([*((k, 49) for k in brokers), ("roll", -1)]), len(seen)
+
+    admin.create_topics([NewTopic("deleting", 1)])["deleting"].result(30)
+    with pytest.raises(ConfigError) as refused:
+        ensure_decisions_topic(conf, "deleting")
+    assert str(refused.value).startswith(
+        "decisions_topic: 'deleting' has cleanup.policy=delete; faultline's decisions need a "
+        "compacted topic"
+    )

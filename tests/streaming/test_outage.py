@@ -1,23 +1,20 @@
 """Kafka going away while the job runs, without Spark: the driver's lines (an injected clock), how
-long a client waits, and the reader and publisher waiting through a mock cluster stopped with
-SIGSTOP (its connections hang, as behind a network partition; its data survives)."""
+long a client waits, and the publisher waiting through a Kafka broker frozen with SIGSTOP (its
+connections hang, as behind a network partition; its data survives)."""
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
 
 from streaming.config import load_job_config
 from streaming.job.outage import KafkaIOError, OutageLog, Patience, next_batch
-from streaming.sim.mock_kafka import mock_cluster_process
+from streaming.sim.kafka_broker import KafkaBroker, kafka_broker
 from udfs.errors import ConfigError
 
 
@@ -106,29 +103,31 @@ def test_outage_settings_are_validated_naming_the_key(tmp_path: Path) -> None:
         assert str(caught.value).startswith(f"{file}: {key}: "), caught.value
 
 
-@pytest.fixture
-def stoppable() -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    with mock_cluster_process() as (bootstrap, proc):
-        yield bootstrap, proc
+@pytest.fixture(scope="module")
+def stoppable(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+    """A broker of this module's own, which its tests freeze."""
+    with kafka_broker(tmp_path_factory.mktemp("kafka")) as broker:
+        yield broker
 
 
-def _stop(proc: subprocess.Popen[str]) -> None:
-    """Stop the mock cluster, and wait until every thread of it has stopped: the signal reaches
-    them one by one, and under load the broker's thread answered one more request after the
-    kill (a test saw 50 messages acknowledged 0.6 ms after it)."""
-    os.kill(proc.pid, signal.SIGSTOP)
+def _stop(broker: KafkaBroker) -> None:
+    """Freeze the broker, and wait until every thread of it has stopped: the signal reaches
+    them one by one, and under load a thread can answer one more request after the signal (a
+    test saw 50 messages acknowledged 0.6 ms after it)."""
+    assert broker.proc is not None
+    broker.signal(signal.SIGSTOP)
     deadline = time.monotonic() + 10
-    while not all(_stopped(task) for task in Path(f"/proc/{proc.pid}/task").iterdir()):
-        assert time.monotonic() < deadline, "the mock cluster did not stop"
+    while not all(_stopped(task) for task in Path(f"/proc/{broker.proc.pid}/task").iterdir()):
+        assert time.monotonic() < deadline, "the broker did not stop"
         time.sleep(0.001)
 
 
-def _stop_for(proc: subprocess.Popen[str], seconds: float) -> threading.Thread:
-    _stop(proc)
+def _stop_for(broker: KafkaBroker, seconds: float) -> threading.Thread:
+    _stop(broker)
 
     def resume() -> None:
         time.sleep(seconds)
-        os.kill(proc.pid, signal.SIGCONT)
+        broker.signal(signal.SIGCONT)
 
     thread = threading.Thread(target=resume)
     thread.start()
@@ -144,12 +143,11 @@ def _stopped(task: Path) -> bool:
         return True
 
 
-def test_the_publisher_waits_for_kafka_and_delivers_everything(
-    stoppable: tuple[str, subprocess.Popen[str]],
-) -> None:
+@pytest.mark.jvm
+def test_the_publisher_waits_for_kafka_and_delivers_everything(stoppable: KafkaBroker) -> None:
     from streaming.job.publish import Publisher
 
-    bootstrap, proc = stoppable
+    bootstrap, proc = stoppable.bootstrap, stoppable
     # messages time out while Kafka is away: they are sent again, and the last per key stays last
     publisher = Publisher({"bootstrap.servers": bootstrap, "message.timeout.ms": "1000"})
     assert publisher.deliver([("p", "before", "k")]) == 1
@@ -167,12 +165,11 @@ def test_the_publisher_waits_for_kafka_and_delivers_everything(
     assert {f"v{i}" for i in range(50)} <= set(values)
 
 
-def test_the_publisher_gives_up_after_the_outage_timeout(
-    stoppable: tuple[str, subprocess.Popen[str]],
-) -> None:
+@pytest.mark.jvm
+def test_the_publisher_gives_up_after_the_outage_timeout(stoppable: KafkaBroker) -> None:
     from streaming.job.publish import Publisher
 
-    bootstrap, proc = stoppable
+    bootstrap, proc = stoppable.bootstrap, stoppable
     publisher = Publisher({"bootstrap.servers": bootstrap}, outage_timeout_s=1)
     assert publisher.deliver([("q", "before", "k")]) == 1
     _stop(proc)
@@ -181,38 +178,10 @@ def test_the_publisher_gives_up_after_the_outage_timeout(
         with pytest.raises(KafkaIOError) as caught:
             publisher.deliver([("q", "lost", "k")])
     finally:
-        os.kill(proc.pid, signal.SIGCONT)
+        proc.signal(signal.SIGCONT)
     assert 1 <= time.time() - began < 5
     assert f"publishing: kafka at {bootstrap} unreachable for 1 s" in str(caught.value)
     publisher.close()  # what was not delivered is dropped: close does not wait for it
-
-
-def test_a_slice_being_read_waits_for_kafka_and_reads_exactly_its_range(
-    stoppable: tuple[str, subprocess.Popen[str]],
-) -> None:
-    """The batch was planned; Kafka goes away before its slice is read (a consumer fetches ahead,
-    so a stop in the middle would still be read from what it holds)."""
-    from streaming.job.sources.kafka import KafkaSlice, read_slice
-
-    bootstrap, proc = stoppable
-    producer = Producer({"bootstrap.servers": bootstrap})
-    for i in range(300):
-        producer.produce("r", f"m{i}", partition=0)
-    assert producer.flush(30) == 0
-    conf = (("bootstrap.servers", bootstrap),)
-    resume = _stop_for(proc, 2)
-    began = time.time()
-    rows = [v for b in read_slice(KafkaSlice("r", 0, 10, 260, conf, True)) for v in b["value"]]
-    assert time.time() - began >= 1.5
-    resume.join()
-    assert [v.as_py() for v in rows] == [f"m{i}" for i in range(10, 260)]
-    _stop(proc)
-    try:
-        gives_up = r"r/0: reading offsets 10\.\.259: kafka at \S+ unreachable for 1 s"
-        with pytest.raises(KafkaIOError, match=gives_up):
-            list(read_slice(KafkaSlice("r", 0, 10, 260, conf, True, 1.0)))
-    finally:
-        os.kill(proc.pid, signal.SIGCONT)
 
 
 def _values(bootstrap: str, topic: str, limit: float = 30) -> list[str]:

@@ -11,6 +11,7 @@ are in test_crash.py (publishing, one table, the ``batches`` row)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -80,12 +81,31 @@ def test_a_crash_at_every_commit_point_then_a_replay_commits_each_batch_once(
     monkeypatch: pytest.MonkeyPatch,
     crashed: int,
 ) -> None:
+    crash_matrix(batches, tmp_path, monkeypatch, crashed, lambda root: sink.DeltaRs(root, APP))
+
+
+def crash_matrix(
+    batches: list[dict[str, pa.Table]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    crashed: int,
+    committer: Callable[[Path], sink.Committer],
+    staging: Callable[[Path], Path] = lambda root: root,
+) -> None:
+    """The crash matrix through ``committer(root)``, whose tasks write into ``staging(root)``
+    (test_sink_spark.py runs it through Delta Lake's own writer), against an uninterrupted run
+    through delta-rs."""
     uninterrupted, root = tmp_path / "uninterrupted", tmp_path / "crashed"
+
+    def commit(batch_id: int, tables: dict[str, pa.Table]) -> dict[str, Any]:
+        metas = _write(staging(root), tables, batch_id)
+        return sink.commit_batch(root, batch_id, metas, APP, 0, committer(root))
+
     for folder in (uninterrupted, root):
         sink.create_tables(folder)
     for batch_id, tables in enumerate(batches):
-        assert sink.commit_batch(uninterrupted, batch_id, _write(uninterrupted, tables, batch_id),
-                                 APP, 0)["new"]  # fmt: skip
+        metas = _write(uninterrupted, tables, batch_id)
+        assert sink.commit_batch(uninterrupted, batch_id, metas, APP, 0)["new"]
     points = _points(batches[crashed])
     assert len(points) >= 9  # before and after at least four tables, and the batches row
     monkeypatch.setenv(failpoints.ACTION_ENV, "raise")
@@ -93,12 +113,12 @@ def test_a_crash_at_every_commit_point_then_a_replay_commits_each_batch_once(
         for point in points if batch_id == crashed else []:
             monkeypatch.setenv(failpoints.ENV, f"{point}:{batch_id}")
             with pytest.raises(failpoints.Crash, match=f"failpoint {point}:{batch_id}"):
-                sink.commit_batch(root, batch_id, _write(root, tables, batch_id), APP, 0)
+                commit(batch_id, tables)
             _whole(root)
             committed = set(table(root, "batches")["batch_id"])
             assert committed == set(range(batch_id + (point == "after-commit-batches"))), point
         monkeypatch.delenv(failpoints.ENV, raising=False)
-        done = sink.commit_batch(root, batch_id, _write(root, tables, batch_id), APP, 0)
+        done = commit(batch_id, tables)
         assert done["new"] == (batch_id != crashed)  # the last crash came after the row
     for name in TABLES:
         assert canonical(root, name) == canonical(uninterrupted, name), name

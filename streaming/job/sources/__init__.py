@@ -1,3 +1,3 @@
-"""The job's sources, as Spark Python Data Sources yielding raw, unparsed records:
-:mod:`~streaming.job.sources.kafka`, :mod:`~streaming.job.sources.files`, and
-:mod:`~streaming.job.sources.simulator` (a scenario written once as files)."""
+"""The job's own sources, as Spark Python Data Sources yielding raw, unparsed records:
+:mod:`~streaming.job.sources.files` and :mod:`~streaming.job.sources.simulator` (a scenario
+written once as files). Kafka is read with Spark's own source (``streaming.job.query``)."""
