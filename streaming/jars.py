@@ -4,9 +4,13 @@ found there without network.
 
 The cache is ``$FAULTLINE_JARS``, else ``$XDG_CACHE_HOME/faultline/jars``, else
 ``~/.cache/faultline/jars``. A set lives in a folder named after it and a digest of the manifest,
-so a changed manifest is fetched again rather than mixed with what an older one fetched; the
-folder appears whole (fetched beside it, then renamed) or not at all. Jars that pyspark already
-ships are left out of the sets Spark loads, so that one class never comes from two versions.
+so a changed manifest is fetched again rather than mixed with what an older one fetched (which
+then goes: the cache holds one folder per set). The folder appears whole (fetched beside it,
+then renamed) or not at all. Jars that pyspark already ships are left out of the sets Spark
+loads, so that one class never comes from two versions.
+
+Every JVM faultline starts (a Spark session, a Kafka broker) notes itself with
+:func:`note_jvm_start`, for the test suite's budget.
 """
 
 from __future__ import annotations
@@ -130,6 +134,9 @@ def fetch(names: list[str] | None = None, out: TextIO | None = None) -> list[Pat
             with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{name}-") as tmp:
                 _copy(mvn, name, Path(tmp) / "jars")
                 os.replace(Path(tmp) / "jars", target)
+            for older in target.parent.glob(f"{name}-*"):  # an older manifest's: the cache's bound
+                if older != target:
+                    shutil.rmtree(older, ignore_errors=True)
             if out is not None:
                 count = len(list(target.glob("*.jar")))
                 print(f"faultline: fetched {name}: {count} jars in {target}", file=out)
@@ -159,3 +166,17 @@ def _copy(mvn: str, name: str, into: Path) -> None:
         for jar in into.glob("*.jar"):
             if _artifact(jar.name) in ships:
                 jar.unlink()
+
+
+JVM_LOG = "FAULTLINE_JVM_LOG"
+"""When set, a file to which each Spark session this process starts appends one line: the test
+that started it (``PYTEST_CURRENT_TEST``) and the process. The test suite counts them against its
+budget of JVM starts (``tests/budget.py``)."""
+
+
+def note_jvm_start(what: str = "spark session") -> None:
+    """One line in :data:`JVM_LOG`, if set, for a JVM this process is about to start."""
+    log = os.environ.get(JVM_LOG)
+    if log:
+        with open(log, "a", encoding="utf-8") as f:
+            f.write(f"{os.environ.get('PYTEST_CURRENT_TEST', '-')}\t{os.getpid()}\t{what}\n")

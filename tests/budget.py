@@ -2,7 +2,7 @@
 
 A JVM start (a Spark session, a standalone cluster's daemon, a Kafka or RocketMQ broker) costs
 15-25 s on these 2 cores, more than most tests take whole, so the suite counts them: each start
-appends a line to the file :data:`streaming.job.session.JVM_LOG` names (a Spark session does it
+appends a line to the file :data:`streaming.jars.JVM_LOG` names (a Spark session does it
 itself; a test that starts another JVM calls ``note_jvm_start`` from that module). A full run that
 starts more than :data:`JVM_STARTS`, or takes longer than :data:`WALL_S`, fails after its tests,
 listing the starts per test. A new test that needs a JVM should share one (the worker's session,

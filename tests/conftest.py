@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from streaming import jars
-from streaming.job.session import JVM_LOG
+from streaming.jars import JVM_LOG
 from tests import budget
 from udfs.errors import ConfigError
 

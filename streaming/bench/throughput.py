@@ -341,6 +341,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=50_000)
     parser.add_argument("--shards", type=int, default=1, help="stateful_shards of the job")
     parser.add_argument("--state-store", choices=("hdfs", "rocksdb"), default="hdfs")
+    parser.add_argument(
+        "--sink",
+        choices=("delta-rs", "delta-spark"),
+        default="delta-rs",
+        help="the job's sink: faultline's commits through delta-rs, or Delta Lake's own writer",
+    )
     parser.add_argument("--retain", type=int, help="min_batches_to_retain of the job")
     parser.add_argument(
         "--floor",
@@ -389,6 +395,7 @@ def main(argv: list[str] | None = None) -> int:
                 "max_records_per_batch": args.batch,
                 "stateful_shards": args.shards,
                 "state_store": args.state_store,
+                "sink": args.sink,
                 "min_batches_to_retain": args.retain,
                 "once": True,
             },

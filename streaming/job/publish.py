@@ -29,21 +29,19 @@ def client_conf(options: Mapping[str, str]) -> dict[str, str]:
 
 def check_reachable(conf: Mapping[str, str], timeout: float = METADATA_TIMEOUT_S) -> None:
     """Fail fast, with one line, when no broker answers."""
-    from confluent_kafka import KafkaException
+    from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient
 
-    errors: list[str] = []
+    errors: list[Any] = []
     # errors reach us through error_cb; librdkafka's own log lines would repeat them on stderr
-    settings: dict[str, Any] = {
-        **conf,
-        "error_cb": lambda e: errors.append(str(e)),
-        "log_level": 2,
-    }
+    settings: dict[str, Any] = {**conf, "error_cb": errors.append, "log_level": 2}
     admin = AdminClient(settings)
     try:
         admin.list_topics(timeout=timeout)
     except KafkaException as exc:
-        seen = errors[-1] if errors else str(exc.args[0])
+        # a refused login says more than the transport failure that follows it
+        refused = [e for e in errors if e.code() == KafkaError._AUTHENTICATION]
+        seen = str((refused or errors or [exc.args[0]])[-1])
         raise KafkaUnreachable(
             f"{PREFIX} cannot reach {conf.get('bootstrap.servers')} within {timeout:g} s: {seen}"
         ) from None

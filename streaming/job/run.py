@@ -3,9 +3,12 @@ summary at the end."""
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -26,6 +29,33 @@ from streaming.job.summary import print_summary
 from udfs.vocabulary import TableName
 
 LISTENER_WAIT_S = 10.0
+STOP_WAIT_S = 10.0
+"""How long a job that gives up on Kafka waits for its query to stop: a batch waiting for Kafka
+may not notice for a minute (the Kafka clients' own timeouts)."""
+
+
+@contextmanager
+def _interrupts() -> Iterator[threading.Event]:
+    """Ctrl-C (SIGINT) sets the event instead of raising where it lands: in the main thread a
+    KeyboardInterrupt would cut a call to the JVM in half (py4j then logs its own tracebacks),
+    and PySpark's own handler cancels Spark's jobs through the same connection. The job's loop
+    looks at the event between its calls. Elsewhere than in the main thread, nothing changes."""
+    event = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield event
+        return
+    before = signal.signal(signal.SIGINT, lambda *_: event.set())
+    try:
+        yield event
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+def _stop_within(query: Any, seconds: float) -> None:
+    """Stop the query, waiting at most ``seconds`` for it (the rest goes on in the background)."""
+    stopping = threading.Thread(target=query.stop, name="faultline-stop", daemon=True)
+    stopping.start()
+    stopping.join(seconds)
 
 
 def run(
@@ -136,18 +166,19 @@ def _job(
         metrics=metrics,
     )
     try:
-        while query.isActive:  # the listener prints each batch's line
-            if watch is not None and watch.gave_up is not None:  # Spark's source waits for ever
-                if publisher is not None:
-                    publisher.cancel()
-                query.stop()
-                break
-            try:
-                query.awaitTermination(config.progress_interval / 1000)
-            except Exception:  # the query failed: its reason is read below
-                break
-        if watch is not None and watch.gave_up is not None:
-            raise RuntimeError(watch.gave_up)
+        with _interrupts() as interrupted:
+            while query.isActive:  # the listener prints each batch's line
+                if interrupted.is_set():
+                    raise KeyboardInterrupt
+                if watch is not None and watch.gave_up is not None:  # Spark's source waits
+                    if publisher is not None:
+                        publisher.cancel()
+                    _stop_within(query, STOP_WAIT_S)
+                    raise RuntimeError(watch.gave_up)
+                try:
+                    query.awaitTermination(config.progress_interval / 1000)
+                except Exception:  # the query failed: its reason is read below
+                    break
         if query.exception() is not None:
             failure = from_failure(query.exception(), (output, checkpoint))
             raise failure or RuntimeError(progress.error or reason(str(query.exception())))

@@ -15,6 +15,7 @@ from typing import Any
 
 from streaming import jars
 from streaming.config import JobConfig
+from streaming.jars import note_jvm_start
 from streaming.job import failpoints
 from streaming.job.sink_spark import SESSION
 
@@ -40,20 +41,6 @@ def state_store_conf(config: JobConfig) -> dict[str, str]:
     if config.state_store == "rocksdb":
         conf["spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"] = "true"
     return conf
-
-
-JVM_LOG = "FAULTLINE_JVM_LOG"
-"""When set, a file to which each Spark session this process starts appends one line: the test
-that started it (``PYTEST_CURRENT_TEST``) and the process. The test suite counts them against its
-budget of JVM starts (``tests/budget.py``)."""
-
-
-def note_jvm_start(what: str = "spark session") -> None:
-    """One line in :data:`JVM_LOG`, if set, for a JVM this process is about to start."""
-    log = os.environ.get(JVM_LOG)
-    if log:
-        with open(log, "a", encoding="utf-8") as f:
-            f.write(f"{os.environ.get('PYTEST_CURRENT_TEST', '-')}\t{os.getpid()}\t{what}\n")
 
 
 def has_session() -> bool:

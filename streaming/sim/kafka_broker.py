@@ -31,6 +31,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from streaming import jars
+from streaming.jars import note_jvm_start
 
 MAIN = "kafka.Kafka"
 FORMAT = "kafka.tools.StorageTool"
@@ -151,8 +152,6 @@ class KafkaBroker:
         return path
 
     def start(self) -> None:
-        from streaming.job.session import note_jvm_start
-
         props = self._write_settings()
         if not (self.data / "log" / "meta.properties").exists():
             cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")

@@ -25,11 +25,12 @@ import pandas as pd
 import pyarrow as pa
 
 from streaming.config import JobConfig, engine_config, load_job_config
+from streaming.jars import note_jvm_start
 from streaming.job import sink
 from streaming.job.checkpoint import batch_ids, check_source, logged_offsets, read_runs
 from streaming.job.progress import iso
 from streaming.job.query import QUERY_NAME
-from streaming.job.session import has_session, note_jvm_start, python_env
+from streaming.job.session import has_session, python_env
 from streaming.job.sources.files import FilesReader
 from streaming.job.sources.files import read_slice as read_file
 from streaming.job.sources.simulator import simulator_folder

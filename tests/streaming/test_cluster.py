@@ -18,8 +18,8 @@ from pathlib import Path
 import pyspark
 import pytest
 
+from streaming.jars import note_jvm_start
 from streaming.job.failpoints import TASK_ENV
-from streaming.job.session import note_jvm_start
 from tests.streaming.conftest import (
     no_stray_files,
     same_batches,

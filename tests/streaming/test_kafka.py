@@ -15,7 +15,13 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
 
 from streaming.config import load_scenario
 from streaming.sim.kafka_broker import SASL_USER, KafkaBroker, kafka_broker
@@ -235,25 +241,34 @@ def test_topics_that_appear_while_running_are_read(kafka: str, tmp_path: Path) -
     assert batches["input"].sum() == batches["valid"].sum() == len(events)
 
 
-def _retained(bootstrap: str, topic: str, records: int) -> int:
-    """``records`` of 1 kB on partition 0 of a new topic whose retention (2 s) then deletes its
-    older segments (1 MB each); the offset Kafka keeps from."""
+def _retained(bootstrap: str, topic: str, records: int, kept: int) -> int:
+    """``records`` of 1 kB on partition 0 of a new topic whose retention (2 s) deletes them all,
+    then, with retention off, ``kept`` more; the offset Kafka keeps from."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     settings = {"retention.ms": "2000", "segment.bytes": "1048576"}
     admin.create_topics([NewTopic(topic, 1, config=settings)])[topic].result(30)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    for _ in range(records):
-        producer.produce(topic, b"x" * 1000, partition=0)
-        producer.poll(0)
-    assert producer.flush(60) == 0
+
+    def produce(n: int) -> None:
+        for _ in range(n):
+            producer.produce(topic, b"x" * 1000, partition=0)
+            producer.poll(0)
+        assert producer.flush(60) == 0
+
+    produce(records - kept)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-check"})
     deadline = time.time() + 60
     low = 0
-    while low == 0 and time.time() < deadline:  # the broker checks retention every second
+    while low < records - kept and time.time() < deadline:  # retention is checked every second
         time.sleep(0.5)
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        low, _ = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+    assert low == records - kept
+    entry = ConfigEntry("retention.ms", "-1", incremental_operation=AlterConfigOpType.SET)
+    resource = ConfigResource("topic", topic, incremental_configs=[entry])
+    admin.incremental_alter_configs([resource])[resource].result(30)
+    produce(kept)
+    assert consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (low, records)
     consumer.close()
-    assert 0 < low < high == records
     return int(low)
 
 
@@ -263,7 +278,7 @@ def test_offsets_lost_to_retention_fail_or_are_skipped_and_counted(
     """A job that starts at offset 0 of a partition whose first offsets retention deleted: with
     ``fail_on_data_loss`` (the default) it stops at once with Spark's reason; without, it reads
     what is left and its ``batches`` rows count the offsets it could not read."""
-    low = _retained(kafka, "lossy", 12_000)
+    low = _retained(kafka, "lossy", 12_000, 1_000)
     start_at = ("--starting-offsets", json.dumps({"lossy": {"0": 0}}))
     failing = job(*_args(tmp_path, kafka, "lossy", "--once", *start_at), cwd=tmp_path)
     assert failing.returncode == 1

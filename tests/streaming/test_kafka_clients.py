@@ -68,7 +68,7 @@ def test_the_broker_runs_in_the_background_until_it_is_told_to_stop(tmp_path: Pa
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0
-    assert "shut down completed" in (tmp_path / "kafka" / "server.log").read_text()
+    assert "shut down completely" in (tmp_path / "kafka" / "server.log").read_text()
     proc, _ = serve()
     try:
         assert _count(bootstrap, "background", 1, group="again") == 1
