@@ -21,10 +21,11 @@ from tests import budget
 from udfs.errors import ConfigError
 
 SERIAL = ("test_outage.py", "test_kafka_clients.py")
-"""Modules that time a stopped mock Kafka to the second: one group, never beside each other."""
+"""Modules that time a frozen Kafka broker to the second: one group, never beside each other."""
 
 HEAVIEST = (
     "test_kafka.py",
+    "test_sink_spark.py",
     "test_job.py",
     "test_soak.py",
     "test_state_store.py",

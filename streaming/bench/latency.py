@@ -4,7 +4,7 @@ on the decisions topic, with the real job running continuously.
     python -m streaming.bench.latency [--rate 20000] [--seconds 30] [--brokers 8] [--trigger 500ms]
                                 [--every 3] [--incidents N] [--set KEY=VALUE ...] [--floor]
 
-It starts librdkafka's mock cluster (:func:`streaming.sim.mock_kafka.mock_cluster`) and the job in a
+It starts an Apache Kafka broker (:func:`streaming.sim.kafka_broker.kafka_broker`) and the job in a
 process of its own (``python -m streaming.cli run --config job.yaml``, its settings in that file
 under a temporary folder: the Kafka source, ``trigger_interval`` and any ``--set``), waits for
 the job's first committed micro-batch, then publishes send results at ``--rate`` events per
@@ -23,7 +23,7 @@ Prints one line per incident, where the job's batches spent their time (:func:`b
 its ``batches`` table), and a summary: the count, p50 and p99 (nearest rank) in ms and the
 publish rate achieved. Exit code 0 when every incident got its isolation, 1 otherwise. Every
 wait is bounded, and the job is stopped however this ends. A measurement, not a test: the
-numbers depend on the machine, which runs the job, the mock cluster and the publisher at once.
+numbers depend on the machine, which runs the job, the broker and the publisher at once.
 
 ``--floor`` measures the least latency the machine allows: the same job, query, publisher and
 cluster, with a stateful function that only publishes each broker a send failed on as isolated
@@ -58,7 +58,7 @@ from streaming.bench.throughput import floor
 from streaming.config import load_job_config
 from streaming.job.publish import Publisher
 from streaming.job.run import run
-from streaming.sim.kafka_broker import kafka_cluster
+from streaming.sim.kafka_broker import kafka_broker
 from udfs.errors import ConfigError
 from udfs.vocabulary import ProducerState, TableName
 
@@ -392,12 +392,6 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
-        "--kafka",
-        choices=("broker", "mock"),
-        default="broker",
-        help="an Apache Kafka broker (default), or librdkafka's mock cluster",
-    )
-    parser.add_argument(
         "--floor",
         action="store_true",
         help="run the job's query with a stateful function that only isolates the brokers a "
@@ -454,8 +448,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     work = Path(tempfile.mkdtemp(prefix="faultline-latency-"))
     try:
-        with kafka_cluster(args.kafka) as bootstrap:
-            return _measure(args, settings, plan, bootstrap, work)
+        with kafka_broker() as broker:
+            return _measure(args, settings, plan, broker.bootstrap, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -493,7 +487,7 @@ def _measure(
         command = [sys.executable, "-m", "streaming.bench.latency", "--floor-job", str(config)]
     floor = "; the floor: the job's query with an operator that only isolates"
     print(
-        f"latency: Kafka ({args.kafka}) at {bootstrap}; job settings {settings}; job log {log_path}"
+        f"latency: Kafka at {bootstrap}; job settings {settings}; job log {log_path}"
         + (floor if args.floor else ""),
         flush=True,
     )

@@ -12,9 +12,9 @@ rows written per table (a regression in either shows there). The last line is th
 
 The pass-through reads the same records with the same source and writes every raw record to a
 Delta table through an executor-side Parquet writer and a driver-side commit, as the job's sink
-does. ``--source kafka`` publishes the events to librdkafka's mock cluster (a real Kafka-protocol
-server on 127.0.0.1, in a process of its own), spread over 8 topics of 4 partitions, and reads
-them with the job's Kafka source. ``--scenario`` takes any scenario in ``conf/scenarios`` (for
+does. ``--source kafka`` publishes the events to an Apache Kafka broker it starts
+(:mod:`streaming.sim.kafka_broker`), spread over 8 topics of 4 partitions, and reads them with the
+job's Kafka source (Spark's own). ``--scenario`` takes any scenario in ``conf/scenarios`` (for
 example ``fleet-16`` and ``fleet-1000``, the same number of events from 16 and from 1,000
 brokers). ``--speed 10`` plays the scenario ten times as fast (its events at a tenth of their
 distance in event time: ten times the rate, so ten times the event ids a cluster keeps to
@@ -65,13 +65,13 @@ from streaming.job.sink import META
 from streaming.job.sources.files import list_files
 from streaming.job.stateful import arrow_on_every_core, worker_publisher
 from streaming.sim.fuzz import CORE, mixed_stream
-from streaming.sim.kafka_broker import kafka_cluster
+from streaming.sim.kafka_broker import kafka_broker
 from streaming.sim.simulator import simulate, write_jsonl
 from udfs.parse import read_typed
 from udfs.vocabulary import Decision, ProducerState
 
 KAFKA_TOPICS = 8
-"""The mock cluster keeps about 5 MB per partition and makes 4 per topic: spread the load."""
+"""Topics the events are spread over (4 partitions each), as a fleet's are."""
 
 
 def _publish(folder: Path, bootstrap: str) -> None:
@@ -329,12 +329,6 @@ def _print_batches(batches: list[dict[str, Any]]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--source", choices=("files", "kafka"), default="files")
-    parser.add_argument(
-        "--kafka",
-        choices=("broker", "mock"),
-        default="broker",
-        help="with --source kafka: an Apache Kafka broker, or librdkafka's mock cluster",
-    )
     parser.add_argument("--scenario", default="default")
     parser.add_argument("--repeat", type=int, default=4)
     parser.add_argument("--speed", type=int, default=1, help="play the scenario N times as fast")
@@ -381,7 +375,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         settings: dict[str, Any] = {"source": "files", "path": str(folder)}
         if args.source == "kafka":
-            bootstrap = cluster.enter_context(kafka_cluster(args.kafka))
+            bootstrap = cluster.enter_context(kafka_broker()).bootstrap
             _publish(folder, bootstrap)
             settings = {"source": "kafka", "kafka_bootstrap": bootstrap, "topic": None}
             settings["subscribe_pattern"] = "bench-.*"

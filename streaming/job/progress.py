@@ -172,11 +172,34 @@ def track_isolation(decisions: list[dict[str, Any]], progress: Progress) -> None
             progress.isolated.pop(key, None)
 
 
+DATA_LOSS = "Some data may have been lost because they are not available in Kafka any more"
+"""How Spark's Kafka source begins the error of offsets it cannot read (``failOnDataLoss``)."""
+
+
 def reason(error: str) -> str:
-    """One line out of a Spark error: faultline's own message when there is one."""
+    """One line out of a Spark error: faultline's own message when there is one, or what Spark's
+    Kafka source says of offsets it could not read.
+
+    >>> spark = (f"An error occurred while calling o1.collect.\\n: SparkException: {DATA_LOSS};\\n"
+    ...          "Reason: Could not read records in offset [0, 3001) for topic partition t-0")
+    >>> print(reason(spark)[:83])
+    faultline kafka: Could not read records in offset [0, 3001) for topic partition t-0
+    """
     lines = error.strip().splitlines() or ["unknown error"]
     ours = [line[line.index(PREFIX) :] for line in lines if PREFIX in line]
-    return ours[0] if ours else lines[0]
+    if ours:
+        return ours[0]
+    if DATA_LOSS in error:
+        said = [
+            line.strip()[len("Reason:") :].strip()
+            for line in lines
+            if line.strip().startswith("Reason:")
+        ]
+        return (
+            f"{PREFIX} {said[0] if said else DATA_LOSS}: deleted by retention before the job read "
+            "them (fail_on_data_loss: false skips and counts them)"
+        )
+    return lines[0]
 
 
 def job_figures(progress: Progress) -> dict[str, Any]:

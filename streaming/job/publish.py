@@ -7,6 +7,7 @@ batch's Delta commits; it waits for a Kafka that stops answering as the source d
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -27,21 +28,40 @@ def client_conf(options: Mapping[str, str]) -> dict[str, str]:
     return conf
 
 
+class _Lines(logging.Handler):
+    """Keeps the messages logged to it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
 def check_reachable(conf: Mapping[str, str], timeout: float = METADATA_TIMEOUT_S) -> None:
     """Fail fast, with one line, when no broker answers."""
-    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
     errors: list[Any] = []
-    # errors reach us through error_cb; librdkafka's own log lines would repeat them on stderr
-    settings: dict[str, Any] = {**conf, "error_cb": errors.append, "log_level": 2}
+    # errors reach us through error_cb, librdkafka's log lines through a logger of our own (a
+    # refused login is only logged), and neither is printed
+    said = _Lines()
+    logger = logging.getLogger("faultline.kafka.reachable")
+    logger.propagate = False
+    logger.handlers = [said]
+    settings: dict[str, Any] = {**conf, "error_cb": errors.append, "logger": logger}
     admin = AdminClient(settings)
     try:
         admin.list_topics(timeout=timeout)
     except KafkaException as exc:
+        admin.poll(0)  # hands over the log lines
         # a refused login says more than the transport failure that follows it
-        refused = [e for e in errors if e.code() == KafkaError._AUTHENTICATION]
-        seen = str((refused or errors or [exc.args[0]])[-1])
+        refused = [
+            line.rsplit("]: ", 1)[-1] for line in said.lines if "authentication" in line.lower()
+        ]
+        seen = (refused or [str(e) for e in errors] or [str(exc.args[0])])[-1]
         raise KafkaUnreachable(
             f"{PREFIX} cannot reach {conf.get('bootstrap.servers')} within {timeout:g} s: {seen}"
         ) from None

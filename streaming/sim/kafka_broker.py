@@ -231,20 +231,6 @@ def kafka_broker(
             broker.kill()
 
 
-@contextlib.contextmanager
-def kafka_cluster(kind: str = "broker") -> Iterator[str]:
-    """The bootstrap servers of a Kafka for the benchmarks: an Apache Kafka broker, or
-    librdkafka's mock cluster (``mock``)."""
-    if kind == "mock":
-        from streaming.sim.mock_kafka import mock_cluster
-
-        with mock_cluster() as bootstrap:
-            yield bootstrap
-    else:
-        with kafka_broker() as broker:
-            yield broker.bootstrap
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         prog="python -m streaming.sim.kafka_broker", description=__doc__

@@ -35,7 +35,6 @@ from streaming.job import failpoints, sink
 from streaming.job.progress import Progress
 from streaming.job.publish import Publisher
 from streaming.job.query import QUERY_NAME, build_query
-from streaming.sim.mock_kafka import mock_cluster
 from streaming.sim.simulator import simulate, write_jsonl
 from tests.streaming.conftest import Job, no_stray_files, same_tables, table
 from udfs.schema import TABLES
@@ -44,12 +43,6 @@ pytestmark = pytest.mark.jvm
 
 BATCH = 700
 """Records per micro-batch: the quick scenario in three batches, first, middle and last."""
-
-
-@pytest.fixture(scope="module")
-def kafka() -> Iterator[str]:
-    with mock_cluster() as bootstrap:
-        yield bootstrap
 
 
 @pytest.fixture(scope="module")

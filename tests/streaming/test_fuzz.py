@@ -17,7 +17,6 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from streaming.config import engine_config, load_job_config, load_scenario
 from streaming.job.sources.files import count_records
 from streaming.sim.fuzz import MUTATIONS, Palette, mixed_stream
-from streaming.sim.mock_kafka import mock_cluster
 from streaming.sim.simulator import simulate
 from tests.fuzzing import palettes
 from tests.streaming.conftest import Job, table
@@ -109,7 +108,7 @@ def test_100000_fuzzed_records_in_a_files_stream(
 @FUZZ
 @given(palette=palettes())
 def test_fuzzed_kafka_values_tombstones_and_bytes_are_each_counted(
-    job: Job, palette: Palette, tmp_path_factory: pytest.TempPathFactory
+    job: Job, kafka: str, palette: Palette, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """The Kafka source gets any bytes: 5,000 fuzzed values (newlines inside, not UTF-8),
     empty values and tombstones (no value) among the quick scenario's events, on one partition
@@ -121,17 +120,17 @@ def test_fuzzed_kafka_values_tombstones_and_bytes_are_each_counted(
     assert None in values and b"" in values and any(v and b"\n" in v for v in values)
     config = tmp / "job.yaml"
     config.write_text("decisions_topic: ''\n")
-    with mock_cluster() as bootstrap:
-        producer = Producer({"bootstrap.servers": bootstrap})
-        for v in values:
-            producer.produce("fuzz", value=v, partition=0, timestamp=WRITTEN_AT)
-        assert producer.flush(60) == 0
-        result = job(
-            "run", "--source", "kafka", "--kafka-bootstrap", bootstrap, "--topic", "fuzz",
-            "--config", str(config), "--max-offsets-per-trigger", str(batch), "--once",
-            "--output", str(tmp / "out"), "--checkpoint", str(tmp / "ck"), cwd=tmp,
-        )  # fmt: skip
+    topic = tmp.name  # each example a topic of its own on the worker's broker
+    producer = Producer({"bootstrap.servers": kafka})
+    for v in values:
+        producer.produce(topic, value=v, partition=0, timestamp=WRITTEN_AT)
+    assert producer.flush(60) == 0
+    result = job(
+        "run", "--source", "kafka", "--kafka-bootstrap", kafka, "--topic", topic,
+        "--config", str(config), "--max-offsets-per-trigger", str(batch), "--once",
+        "--output", str(tmp / "out"), "--checkpoint", str(tmp / "ck"), cwd=tmp,
+    )  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     _check(tmp / "out", len(values), ("quarantined", "duplicates"))
     origins = set(table(tmp / "out", "quarantine")["origin"])
-    assert {f"fuzz/0/{i}" for i, v in enumerate(values) if not v} <= origins
+    assert {f"{topic}/0/{i}" for i, v in enumerate(values) if not v} <= origins

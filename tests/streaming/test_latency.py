@@ -1,4 +1,4 @@
-"""The decision-latency measurement end to end: the real job on the mock cluster, a low rate,
+"""The decision-latency measurement end to end: the real job on a Kafka broker, a low rate,
 two incidents, each of which must bring its broker's isolation onto the decisions topic."""
 
 from __future__ import annotations

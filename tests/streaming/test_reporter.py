@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from streaming.client import KafkaReporter, Reporter
-from streaming.sim.mock_kafka import mock_cluster
 from udfs.parse import parse
 
 T0 = 1_795_255_200_000
@@ -251,36 +250,37 @@ def test_the_kafka_reporter_keeps_what_kafka_cannot_queue_and_sends_it_in_order(
     assert (reporter.full, reporter.dropped) == (5, 0)
 
 
-def test_the_kafka_reporter_publishes_what_the_job_reads() -> None:
+@pytest.mark.jvm
+def test_the_kafka_reporter_publishes_what_the_job_reads(kafka: str) -> None:
+    """On the worker's Kafka broker."""
     from confluent_kafka import Consumer
 
-    with mock_cluster() as bootstrap:
-        reporter = KafkaReporter(bootstrap, "faultline.events", "p-1", cluster="c")
-        for t in range(0, 3_000, 2):
-            failed = t % 500 == 0
-            reporter.send(
-                _send(
-                    t,
-                    f"b{t % 3}",
-                    outcome="REMOTING_EXCEPTION" if failed else "SEND_OK",
-                    latency_ms=3000 if failed else 4,
-                )
+    reporter = KafkaReporter(kafka, "reporter-events", "p-1", cluster="c")
+    for t in range(0, 3_000, 2):
+        failed = t % 500 == 0
+        reporter.send(
+            _send(
+                t,
+                f"b{t % 3}",
+                outcome="REMOTING_EXCEPTION" if failed else "SEND_OK",
+                latency_ms=3000 if failed else 4,
             )
-        reporter.close()
-        full, summaries, dropped = reporter.full, reporter.summaries, reporter.dropped
-        del reporter  # its Kafka client, before the cluster stops
-        consumer = Consumer(
-            {"bootstrap.servers": bootstrap, "group.id": "t", "auto.offset.reset": "earliest"}
         )
-        consumer.subscribe(["faultline.events"])
-        values: list[str] = []
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and len(values) < full + summaries:
-            for m in consumer.consume(100, timeout=0.5):
-                value = m.value()
-                if m.error() is None and value is not None:
-                    values.append(value.decode())
-        consumer.close()
+    reporter.close()
+    full, summaries, dropped = reporter.full, reporter.summaries, reporter.dropped
+    del reporter  # its Kafka client
+    consumer = Consumer(
+        {"bootstrap.servers": kafka, "group.id": "t", "auto.offset.reset": "earliest"}
+    )
+    consumer.subscribe(["reporter-events"])
+    values: list[str] = []
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and len(values) < full + summaries:
+        for m in consumer.consume(100, timeout=0.5):
+            value = m.value()
+            if m.error() is None and value is not None:
+                values.append(value.decode())
+    consumer.close()
     # 6 failures, and the sends to each failed broker while the producer's table isolates it
     assert full > 6 and summaries > 0 and dropped == 0
     assert len(values) == full + summaries
