@@ -769,6 +769,10 @@ def _read_yaml(path: Path) -> dict[str, Any]:
 _SECRET = re.compile(r"password|secret|jaas|token|credential|key$", re.IGNORECASE)
 
 
+SECRET_SETTINGS = ("kafka_options", "kafka_source_options")
+"""Settings whose values may hold secrets (masked wherever the job prints or records them)."""
+
+
 def masked(conf: Mapping[str, Any]) -> dict[str, Any]:
     """Client settings fit to print: secrets replaced by ``***``.
 
@@ -785,7 +789,7 @@ def _explain(error: ValidationError, where: Mapping[str, str], default: str) -> 
         loc = ".".join(keys)
         origin = where.get(".".join(keys[:2])) or where.get(".".join(keys[:1]), default)
         value = item.get("input")
-        if item["loc"] and item["loc"][0] == "kafka_options":  # may hold secrets: never echo them
+        if item["loc"] and item["loc"][0] in SECRET_SETTINGS:  # never echo their secrets
             if len(item["loc"]) > 1:
                 value = masked({str(item["loc"][1]): value}).popitem()[1]
             else:

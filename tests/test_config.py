@@ -14,6 +14,7 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
+from streaming import jars
 from streaming.cli import _parser
 from streaming.config import (
     CONF_DIR,
@@ -67,6 +68,8 @@ def test_the_kafka_source_needs_its_settings(tmp_path: Path) -> None:
 def test_docker_compose_creates_the_topics_the_job_uses() -> None:
     compose = yaml.safe_load((PROJECT / "docker-compose.yml").read_text())
     assert "9092:9092" in compose["services"]["kafka"]["ports"]
+    # the Kafka the tests run (conf/jars/pom.xml)
+    assert compose["services"]["kafka"]["image"] == f"apache/kafka:{jars.version('kafka')}"
     command = " ".join(compose["services"]["topics"]["command"])
     decisions = JobConfig().decisions_topic
     assert f"--topic {decisions} --partitions 1 --replication-factor 1" in command

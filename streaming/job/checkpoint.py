@@ -11,7 +11,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from streaming.config import JobConfig, masked
+from streaming.config import SECRET_SETTINGS, JobConfig, masked
 from streaming.job.session import PROVIDER_CLASS, STATE_STORES
 from udfs.errors import ConfigError
 
@@ -127,7 +127,8 @@ def record_run(config: JobConfig, checkpoint: Path) -> None:
 
 def _settings(config: JobConfig) -> dict[str, Any]:
     data = config.model_dump(mode="json")
-    data["kafka_options"] = masked(data["kafka_options"])
+    for key in SECRET_SETTINGS:
+        data[key] = masked(data[key])
     return data
 
 

@@ -251,7 +251,8 @@ def raw_records(spark: Any, config: JobConfig, folder: Path | None) -> Any:
             "`faultline jars fetch spark-kafka` (spark.jars)"
         ) from None
     return loaded.select(
-        F.col("value").cast("string").alias("value"),
+        # any bytes: invalid UTF-8 becomes U+FFFD, and the parser's quarantine says why
+        F.make_valid_utf8(F.col("value").cast("string")).alias("value"),
         F.concat_ws("/", "topic", "partition", "offset").alias("origin"),
         F.unix_millis("timestamp").alias("ingest_ms"),
     )

@@ -17,7 +17,7 @@ from streaming import jars
 from streaming.config import JobConfig
 from streaming.jars import note_jvm_start
 from streaming.job import failpoints
-from streaming.job.sink_spark import SESSION
+from streaming.job.sink_spark import RUNTIME, SESSION
 
 PACKAGES = Path(__file__).resolve().parents[2]
 """The folder that holds ``udfs`` and ``streaming``: a source checkout, or site-packages."""
@@ -104,7 +104,7 @@ def spark_session(config: JobConfig, output: Path, extra: list[Path] | None = No
     existing = has_session()
     if config.sink == "delta-spark":
         # a session made elsewhere keeps its own catalog: it has Delta Lake or not (check_delta)
-        delta = {} if existing else SESSION
+        delta = RUNTIME if existing else {**SESSION, **RUNTIME}
         for key, value in {**delta, "spark.sql.session.timeZone": "UTC"}.items():
             builder = builder.config(key, value)
     if extra:

@@ -374,7 +374,8 @@ def commit_batch(
     """Driver side: commit each table's new files once (with ``committer``, by default
     :class:`DeltaRs`), then the batch's row; return the batch's counts, with ``new``: whether
     this call committed the row (False for a batch replayed after its commit). ``planned``, the
-    Kafka offsets the batch covers, makes ``skipped``: those of them the source did not read."""
+    Kafka offsets the batch covers, makes ``skipped``: those of them the source did not read
+    (without, 0: the files sources read every record of a batch's range)."""
     committer = committer or DeltaRs(root, app_id)
     started = time.time()
     files: dict[str, list[dict[str, Any]]] = {}
@@ -402,7 +403,7 @@ def commit_batch(
         "clock": max(clocks) if clocks else None,
         "slowest_task_ms": max(tasks.values(), default=0),
         "rows_written": sum(int(e["records"]) for es in files.values() for e in es),
-        "skipped": None if planned is None else planned - stats["input"],
+        "skipped": 0 if planned is None else planned - stats["input"],
     }
     row = {
         **counts,

@@ -154,6 +154,28 @@ class KafkaBroker:
     def start(self) -> None:
         props = self._write_settings()
         if not (self.data / "log" / "meta.properties").exists():
+            shutil.copytree(self._formatted(), self.data / "log", dirs_exist_ok=True)
+        note_jvm_start("kafka broker")
+        self.proc = subprocess.Popen(
+            _with_parent(self._java(MAIN, str(props))),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=open(self.data / "stderr.log", "ab"),  # noqa: SIM115 (the child keeps it)
+        )
+        self.wait_ready()
+
+    def _formatted(self) -> Path:
+        """Storage formatted for a one-node cluster (Kafka's ``StorageTool format``: its
+        ``meta.properties`` and ``bootstrap.checkpoint``), made once per Kafka version in
+        faultline's cache and copied for every broker: a format is a JVM start of its own."""
+        template = jars.cache() / f"kafka-storage-{jars.version('kafka')}"
+        if template.is_dir():
+            return template
+        template.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=template.parent, prefix=".kafka-storage-") as tmp:
+            props = Path(tmp) / "server.properties"
+            text = self._write_settings().read_text()
+            props.write_text(text.replace(f"log.dirs={self.data / 'log'}", f"log.dirs={tmp}/log"))
             cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
             note_jvm_start("kafka storage format")
             done = subprocess.run(
@@ -164,14 +186,9 @@ class KafkaBroker:
             )
             if done.returncode != 0:
                 raise RuntimeError(f"formatting Kafka's storage failed: {done.stderr.strip()}")
-        note_jvm_start("kafka broker")
-        self.proc = subprocess.Popen(
-            _with_parent(self._java(MAIN, str(props))),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=open(self.data / "stderr.log", "ab"),  # noqa: SIM115 (the child keeps it)
-        )
-        self.wait_ready()
+            with contextlib.suppress(OSError):  # made meanwhile by another process
+                os.replace(Path(tmp) / "log", template)
+        return template
 
     def wait_ready(self, limit: float = READY_S) -> None:
         """Until the broker answers a metadata request with itself in it."""

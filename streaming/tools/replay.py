@@ -51,7 +51,7 @@ FIXED = (
     "shuffle_partitions",
 )
 """What a what-if cannot change: where the records come from and how the state is keyed."""
-CONNECTION = ("kafka_bootstrap", "kafka_options")
+CONNECTION = ("kafka_bootstrap", "kafka_options", "kafka_source_options")
 
 
 class ReplayError(FaultlineError):
