@@ -165,7 +165,8 @@ def _maintain(args: argparse.Namespace) -> int:
     output = Path(config.output).resolve()
     if not (output / TableName.BATCHES / "_delta_log").is_dir():
         raise ConfigError(f"--output {output}: no faultline tables here")
-    sink.create_tables(output, table_properties(config.maintenance))  # as the job starts
+    properties = table_properties(config.maintenance, config.trigger_interval)
+    sink.create_tables(output, properties)  # as the job starts
     reports = maintain(output, config.maintenance)
     for r in reports:
         print(

@@ -376,15 +376,18 @@ class MaintenanceConfig(_Strict):
     vacuum_retention: Duration = 7 * 86_400_000
     """Files that compaction replaced stay this long for readers of older versions, then VACUUM
     deletes them (``delta.deletedFileRetentionDuration``)."""
-    log_retention: Duration = 30 * 86_400_000
-    """Delta log entries older than this go at a checkpoint (``delta.logRetentionDuration``):
-    how far back time travel reaches."""
+    log_commits: PositiveInt = 1_000
+    """About how many commits of Delta log a table keeps: at each log checkpoint, the entries
+    older than this many triggers (``trigger_interval``) go (``delta.logRetentionDuration``),
+    so time travel reaches that far back. Every commit lists the log, so its time grows with
+    the log's length, not with its age (a month at the default trigger is 5 million
+    entries)."""
     keep: Annotated[int, Field(ge=86_400_000), BeforeValidator(_duration)] | None = 90 * 86_400_000
     """Event time: a table keeps the days of rows that end within this of its latest day (a
     partition, ``event_date``; ``batches``: its rows by ``clock``); older days are deleted.
     Null: every row is kept for ever."""
 
-    @field_validator("vacuum_retention", "log_retention")
+    @field_validator("vacuum_retention")
     @classmethod
     def _at_least_an_hour(cls, value: int) -> int:
         if value < 3_600_000:

@@ -17,11 +17,12 @@ and the JVM) and of the Python workers, batch time p50/p99 since the last line, 
 read one hour of ``broker_decisions``. It ends with the goals: over the run's second half every
 figure stays within 10% of its mid-run value (or under its bound), and batch time does not grow.
 
-Delta's retentions are wall-clock (a reader that opened an older version keeps it
-``vacuum_retention``; time travel reaches ``log_retention``), and this run compresses weeks of
-event time into under an hour of wall time; it compresses the two retentions alike
-(``--vacuum-retention``, ``--log-retention``: minutes here, days in production, where the job
-refuses less than an hour), so their saw shows within the run.
+The retention of replaced files is wall-clock (a reader that opened an older version keeps it
+``vacuum_retention``), and this run compresses weeks of event time into under an hour of wall
+time; it compresses that retention too (``--vacuum-retention``: minutes here, days in
+production, where the job refuses less than an hour), so its saw shows within the run. The Delta
+log's retention counts commits (``--log-commits``, ``maintenance.log_commits``), which the run
+does not compress.
 
     python -m streaming.bench.soak [--batches 3000] [--days 28] [--every 100]
                                    [--state-store hdfs rocksdb] [--keep 7d]
@@ -390,18 +391,18 @@ def run(
             },
         },
     )
-    # the wall-clock retentions, compressed as event time is (the job itself refuses < 1 h)
+    # the wall-clock retention, compressed as event time is (the job itself refuses < 1 h)
     maintenance = config.maintenance.model_copy(
-        update={"vacuum_retention": args.vacuum_retention, "log_retention": args.log_retention}
+        update={"vacuum_retention": args.vacuum_retention, "log_commits": args.log_commits}
     )
     config = config.model_copy(update={"maintenance": maintenance})
     spark = spark_session(config, work / "out")
-    sink.create_tables(work / "out", table_properties(config.maintenance))
+    sink.create_tables(work / "out", table_properties(config.maintenance, config.trigger_interval))
     sampler = Sampler(work / "out", work / "ck", args.every, spark)
     print(
         f"\n{state_store}: {records:,} records in micro-batches of {per_batch}, maintenance every "
         f"{args.maintain_every} batches, keep {args.keep}, vacuum retention "
-        f"{args.vacuum_retention // 1000} s, log retention {args.log_retention // 1000} s, "
+        f"{args.vacuum_retention // 1000} s, log kept {args.log_commits} commits, "
         f"log checkpoints every {args.checkpoint_interval} commits, "
         f"min_batches_to_retain {args.retain}\n{Sampler.header()}",
         flush=True,
@@ -459,8 +460,8 @@ def verdicts(
 
 
 def bounds(checkpoint_interval: int, jvm: int, rocksdb_cache: int | None) -> dict[str, float]:
-    """The figures' bounds by design. A table that commits less often than
-    ``checkpoint_interval`` times a ``log_retention`` keeps its log entries from its log
+    """The figures' bounds by design. A table whose log keeps fewer than
+    ``checkpoint_interval`` commits (``log_commits``) keeps its log entries from its log
     checkpoint but one: up to twice ``checkpoint_interval``, whichever half of the run it
     reaches them in. The JVM's resident memory stays under ``jvm``: its heap's limit (Spark's
     ``spark.driver.memory``) and what it committed outside the heap; its collector grows the
@@ -512,12 +513,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checkpoint-interval", type=int, default=100,
                         help="maintenance.checkpoint_interval")  # fmt: skip
     parser.add_argument("--vacuum-retention", default="5m")
-    parser.add_argument("--log-retention", default="5m")
+    parser.add_argument(
+        "--log-commits", type=int, default=10, help="maintenance.log_commits (of 500 ms each)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--events", type=Path, help=argparse.SUPPRESS)  # written already
     args = parser.parse_args(argv)
-    for flag in ("vacuum_retention", "log_retention"):
-        setattr(args, flag, duration_flag(f"--{flag.replace('_', '-')}", getattr(args, flag)))
+    args.vacuum_retention = duration_flag("--vacuum-retention", args.vacuum_retention)
 
     work = Path(tempfile.mkdtemp(prefix="faultline-soak-"))
     try:

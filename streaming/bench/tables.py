@@ -22,7 +22,7 @@ from pathlib import Path
 import pyarrow as pa
 from deltalake import DeltaTable
 
-from streaming.config import MaintenanceConfig
+from streaming.config import JobConfig, MaintenanceConfig
 from streaming.job import sink
 from streaming.job.maintain import maintain_table, table_properties
 from udfs.schema import TABLES
@@ -59,7 +59,7 @@ def build(root: Path, commits: int, rows: int, every: int) -> float:
     """``commits`` batches into ``root/broker_decisions``, maintained every ``every`` batches
     (0: never); returns the seconds it took."""
     settings = MaintenanceConfig()
-    sink.create_tables(root, table_properties(settings))
+    sink.create_tables(root, table_properties(settings, JobConfig().trigger_interval))
     path = root / TableName.BROKER_DECISIONS
     started = time.perf_counter()
     for batch in range(commits):

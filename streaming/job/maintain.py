@@ -16,8 +16,10 @@ list and open 10,000 files. Maintenance keeps each table to a few files per day:
   deletes their files later); ``batches``, which has no days, loses its batches up to the last
   one whose clock is that old;
 - **log checkpoints** every ``checkpoint_interval`` commits (the table property
-  ``delta.checkpointInterval``, applied by delta-rs at each commit) and the log entries older
-  than ``log_retention`` removed (``cleanup_metadata``).
+  ``delta.checkpointInterval``, applied by delta-rs and Delta Lake at each commit), and at each
+  the log entries older than ``log_commits`` triggers removed (by the writer itself, and by
+  ``cleanup_metadata`` here): a commit lists the log, so the log's length, not its age, is what
+  must stay bounded.
 
 Every step is a Delta commit of its own or a deletion of unreferenced files, so a crash in the
 middle loses nothing; maintenance changes no table metadata, so the job's appends, which only
@@ -43,13 +45,20 @@ from udfs.schema import PARTITION, TABLES
 from udfs.vocabulary import TableName
 
 
-def table_properties(settings: MaintenanceConfig) -> dict[str, str]:
-    """The Delta table properties that carry ``settings`` (readers other than faultline, such
-    as Spark's VACUUM, honour them too)."""
+def table_properties(settings: MaintenanceConfig, trigger_interval: int) -> dict[str, str]:
+    """The Delta table properties that carry ``settings`` for a job that commits every
+    ``trigger_interval`` ms (readers and writers other than faultline, such as Delta Lake's own,
+    honour them too): the log keeps ``log_commits`` triggers' worth of entries, and both
+    delta-rs and Delta Lake drop older ones at each log checkpoint.
+
+    >>> table_properties(MaintenanceConfig(), 500)["delta.logRetentionDuration"]
+    'interval 500 seconds'
+    """
     return {
         "delta.checkpointInterval": str(settings.checkpoint_interval),
         "delta.deletedFileRetentionDuration": _interval(settings.vacuum_retention),
-        "delta.logRetentionDuration": _interval(settings.log_retention),
+        "delta.logRetentionDuration": _interval(max(settings.log_commits * trigger_interval, 1000)),
+        "delta.enableExpiredLogCleanup": "true",
     }
 
 

@@ -124,7 +124,7 @@ def _job(
         folder = simulator_folder(config, output)
     elif config.source == "files":
         folder = Path(str(config.path))
-    sink.create_tables(output, table_properties(config.maintenance))
+    sink.create_tables(output, table_properties(config.maintenance, config.trigger_interval))
     check_source(config, checkpoint, record=True)
     record_run(config, checkpoint)
     own = not has_session()

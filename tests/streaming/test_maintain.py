@@ -4,6 +4,7 @@ their rows intact, also for readers of older versions and beside a running job's
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from tests.streaming.conftest import faultline
 T0 = 1_795_305_000_000  # 2026-11-21 23:50:00 UTC: the batches below cross midnight
 DAY = 86_400_000
 SETTINGS = MaintenanceConfig(min_files=5, checkpoint_interval=10)
+TRIGGER = 500
 
 
 def _decisions(batch: int, at: int | None = None) -> pa.Table:
@@ -62,7 +64,7 @@ def _rows(table: DeltaTable | Path) -> list[dict[str, Any]]:
 
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
-    sink.create_tables(tmp_path, table_properties(SETTINGS))
+    sink.create_tables(tmp_path, table_properties(SETTINGS, TRIGGER))
     return tmp_path
 
 
@@ -115,7 +117,7 @@ def test_the_log_is_checkpointed_every_interval_and_vacuum_deletes_replaced_file
     right_away = _right_away(SETTINGS)
     report = maintain_table(root / "broker_decisions", right_away)
     assert (report.compacted, report.vacuumed) == (25, 0)  # the table says 7 days
-    sink.create_tables(root, table_properties(right_away))  # as the job does when it starts
+    sink.create_tables(root, table_properties(right_away, TRIGGER))  # as the job starts
     _commit(root, 25, 50)
     report = maintain_table(root / "broker_decisions", right_away)
     assert (report.compacted, report.vacuumed, report.files_after) == (26, 51, 2)
@@ -156,7 +158,7 @@ def test_days_older_than_keep_go_whole_and_batches_go_by_their_clock(root: Path)
     assert sum(r.expired for r in again) == 0
     folders = {p.name for p in decisions.glob(f"{sink.PARTITION}=*")}
     assert len(folders) == 4  # their files stay for readers of older versions
-    sink.create_tables(root, table_properties(_right_away(one_day)))
+    sink.create_tables(root, table_properties(_right_away(one_day), TRIGGER))
     maintain(root, one_day)
     folders = {p.name for p in decisions.glob(f"{sink.PARTITION}=*")}
     assert folders == {f"{sink.PARTITION}=2026-11-23", f"{sink.PARTITION}=2026-11-24"}
@@ -239,3 +241,22 @@ def test_every_table_is_maintained_and_the_command_reports_it(root: Path) -> Non
         missing.stderr.strip()
         == f"faultline: --output {root / 'nothing'}: no faultline tables here"
     )
+
+
+def test_the_log_keeps_about_log_commits_entries_however_long_the_job_runs(tmp_path: Path) -> None:
+    """Every commit lists the table's log, so the log must not grow with the job's age: with
+    ``log_commits`` 20 of a 10 ms trigger and a log checkpoint every 10 commits, 200 batches
+    (one per trigger) leave the entries of about the last 20 commits, removed by the writer
+    itself at its log checkpoints, and every row."""
+    settings = MaintenanceConfig(checkpoint_interval=10, log_commits=20)
+    sink.create_tables(tmp_path, table_properties(settings, 10))
+    log = tmp_path / "broker_decisions" / "_delta_log"
+    most = 0
+    for batch in range(200):
+        started = time.monotonic()
+        _commit(tmp_path, batch, batch + 1)
+        time.sleep(max(0.0, 0.01 - (time.monotonic() - started)))
+        most = max(most, len(list(log.glob("*.json"))))
+    assert most <= settings.log_commits + 2 * settings.checkpoint_interval, most
+    assert len(_rows(tmp_path / "broker_decisions")) == 200 * 3
+    assert DeltaTable(str(tmp_path / "broker_decisions")).version() == 200

@@ -62,7 +62,7 @@ def test_four_days_in_120_batches_hold_every_resource_to_its_mid_run_peak(tmp_pa
     }
     argv = ["--days", "4", "--batches", "120", "--every", "10", "--maintain-every", "10"]
     argv += ["--keep", "1d", "--retain", "10", "--checkpoint-interval", "10"]
-    argv += ["--vacuum-retention", "2s", "--log-retention", "2s", "--state-store", "hdfs"]
+    argv += ["--vacuum-retention", "2s", "--log-commits", "4", "--state-store", "hdfs"]
     done = subprocess.run(
         [sys.executable, "-m", "streaming.bench.soak", *argv],
         check=False,
