@@ -24,6 +24,7 @@ SERIAL = ("test_outage.py", "test_kafka_clients.py")
 """Modules that time a frozen Kafka broker to the second: one group, never beside each other."""
 
 HEAVIEST = (
+    "test_kafka_outages.py",
     "test_kafka.py",
     "test_sink_spark.py",
     "test_job.py",

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+import pyarrow as pa
 
 from streaming.config import JobConfig, engine_config
 from streaming.job import failpoints, sink
@@ -26,9 +28,10 @@ from streaming.job.progress import (
 )
 from streaming.job.session import state_store_conf
 from streaming.job.sink_spark import DeltaSpark
-from streaming.job.sources.files import FilesSource
+from streaming.job.sources.files import RAW_SCHEMA, FilesSource
 from streaming.job.stateful import RECORDS, STATE_SCHEMA, Publish, state_function
 from udfs.errors import ConfigError
+from udfs.parse import cluster_keys
 from udfs.vocabulary import TableName
 
 QUERY_NAME = "faultline"
@@ -87,21 +90,11 @@ def build_query(
     for name, setting in state_store_conf(config).items():  # a session may run several queries
         spark.conf.set(name, setting)
     raw = raw_records(spark, config, folder)
-    lost = F.col("lost") if "lost" in raw.columns else F.lit(None).cast("bigint")
-    # only the raw records cross the shuffle, keyed by their cluster; the operator parses them.
-    # faultline's sources read the key; for Spark's Kafka reader the JVM does (a record without
-    # a readable cluster is keyed "default", as the parser defaults it)
-    key = (
-        F.col("key")
-        if "key" in raw.columns
-        else F.coalesce(F.get_json_object("value", "$.cluster"), F.lit("default"))
-    )
+    # only the raw records cross the shuffle, keyed by their cluster as the parser reads it
+    # (udfs.parse.cluster_keys: any other reading of the JSON would split a cluster's records
+    # whose cluster it reads otherwise, such as a record naming two); the operator parses them
     records = raw.select(
-        key.alias("key"),
-        "value",
-        "origin",
-        "ingest_ms",
-        lost.alias("lost"),
+        "key", "value", "origin", "ingest_ms", F.lit(None).cast("bigint").alias("lost")
     )
     early = None  # the operator's tasks publish the decisions as soon as they make them
     if publisher is not None and config.decisions_topic:
@@ -255,4 +248,11 @@ def raw_records(spark: Any, config: JobConfig, folder: Path | None) -> Any:
         F.make_valid_utf8(F.col("value").cast("string")).alias("value"),
         F.concat_ws("/", "topic", "partition", "offset").alias("origin"),
         F.unix_millis("timestamp").alias("ingest_ms"),
-    )
+    ).mapInArrow(with_keys, RAW_SCHEMA)
+
+
+def with_keys(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Each Kafka record with its cluster as the shuffle key (``udfs.parse.cluster_keys``, as
+    the files sources key theirs)."""
+    for batch in batches:
+        yield batch.append_column("key", cluster_keys(batch.column("value")))
