@@ -14,9 +14,9 @@ fast tier) starts none: a test that starts one without the marker fails."""
 
 from __future__ import annotations
 
-JVM_STARTS = 34
+JVM_STARTS = 35
 """The most JVM starts a full run may make: what it made on 2026-11-27 (a Spark session per
-worker, 16 ``faultline`` processes and the wheel's, a standalone master and two workers: 22),
+worker, 17 ``faultline`` processes and the wheel's, a standalone master and two workers: 23),
 and 12 Kafka brokers: one per worker, one per test that freezes or kills its own (a restart
 counts again), one per latency benchmark run, and one format of Kafka's storage per machine
 (then copied). A broker starts in about 3 s, a fifth of a Spark session."""
