@@ -376,7 +376,7 @@ class MaintenanceConfig(_Strict):
     vacuum_retention: Duration = 7 * 86_400_000
     """Files that compaction replaced stay this long for readers of older versions, then VACUUM
     deletes them (``delta.deletedFileRetentionDuration``)."""
-    log_commits: PositiveInt = 1_000
+    log_commits: PositiveInt = 300
     """About how many commits of Delta log a table keeps: at each log checkpoint, the entries
     older than this many triggers (``trigger_interval``) go (``delta.logRetentionDuration``),
     so time travel reaches that far back. Every commit lists the log, so its time grows with

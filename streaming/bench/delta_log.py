@@ -7,8 +7,8 @@ fresh table. Prints each sink's median commit time for both, and the log's entri
 
 The entries are built, not committed (a month of real commits would take a month): the table's
 first commits are real, each later one is a commit that changed nothing (its ``commitInfo``
-only, one file hard-linked under every version's name, so a million entries cost a million
-directory entries and one inode), and a checkpoint at the last one (a copy of a real checkpoint:
+only, one file hard-linked under 60,000 versions' names, so a million entries cost a million
+directory entries and 17 inodes), and a checkpoint at the last one (a copy of a real checkpoint:
 the table's state is the same), as ``delta.checkpointInterval`` would leave it. A reader or writer
 then reads the checkpoint and the commits after it, and lists the log's folder.
 """
@@ -36,6 +36,8 @@ from udfs.schema import TABLES
 NAME = "heartbeats"
 APP = "delta-log-bench"
 T0 = 1_795_255_200_000
+LINKS = 60_000
+"""Names per built commit file (ext4 allows a file 65,000)."""
 Maker = Callable[[Path], Callable[[int], None]]
 """A sink's committer for a root: it commits batch N of the benchmark's table."""
 
@@ -58,18 +60,21 @@ def grow(root: Path, entries: int) -> int:
     last = table.version()
     marker = json.loads((log / "_last_checkpoint").read_text())
     checkpoint = log / f"{last:020d}.checkpoint.parquet"
-    empty = log / ".empty-commit.json"
     info = {"timestamp": int(time.time() * 1000), "operation": "WRITE",
             "operationParameters": {"mode": "Append"}, "isBlindAppend": True}  # fmt: skip
-    empty.write_text(json.dumps({"commitInfo": info}) + "\n")
+    bases = []
     for version in range(last + 1, entries):
-        os.link(empty, log / f"{version:020d}.json")
+        if (version - last - 1) % LINKS == 0:  # a file takes at most 65,000 names on ext4
+            bases.append(log / f".empty-{version}.json")
+            bases[-1].write_text(json.dumps({"commitInfo": info}) + "\n")
+        os.link(bases[-1], log / f"{version:020d}.json")
     top = entries - 1
     shutil.copyfile(checkpoint, log / f"{top:020d}.checkpoint.parquet")
     marker["version"] = top
     marker.pop("checksum", None)
     (log / "_last_checkpoint").write_text(json.dumps(marker))
-    empty.unlink()
+    for base in bases:
+        base.unlink()
     return sum(1 for _ in os.scandir(log))
 
 

@@ -17,9 +17,10 @@ list and open 10,000 files. Maintenance keeps each table to a few files per day:
   one whose clock is that old;
 - **log checkpoints** every ``checkpoint_interval`` commits (the table property
   ``delta.checkpointInterval``, applied by delta-rs and Delta Lake at each commit), and at each
-  the log entries older than ``log_commits`` triggers removed (by the writer itself, and by
-  ``cleanup_metadata`` here): a commit lists the log, so the log's length, not its age, is what
-  must stay bounded.
+  the log entries older than ``log_commits`` triggers removed (by delta-rs itself as it commits,
+  and here by ``cleanup_metadata`` with the ``.crc`` files of the commits it removed: Delta
+  Lake's own cleanup truncates its cut-off to the day, so it alone would keep a day of entries).
+  A commit lists the log, so the log's length, not its age, is what must stay bounded.
 
 Every step is a Delta commit of its own or a deletion of unreferenced files, so a crash in the
 middle loses nothing; maintenance changes no table metadata, so the job's appends, which only
@@ -52,7 +53,7 @@ def table_properties(settings: MaintenanceConfig, trigger_interval: int) -> dict
     delta-rs and Delta Lake drop older ones at each log checkpoint.
 
     >>> table_properties(MaintenanceConfig(), 500)["delta.logRetentionDuration"]
-    'interval 500 seconds'
+    'interval 150 seconds'
     """
     return {
         "delta.checkpointInterval": str(settings.checkpoint_interval),
@@ -116,6 +117,7 @@ def maintain_table(path: Path, settings: MaintenanceConfig) -> TableReport:
         full=True,
     )
     table.cleanup_metadata()
+    _remove_orphan_checksums(path / "_delta_log")
     _remove_empty_days(path)
     after = len(table.file_uris())
     return TableReport(
@@ -153,6 +155,18 @@ def _expire(table: DeltaTable, files: pa.Table, keep: int) -> int:
         return 0
     last = pc.max(old["batch_id"]).as_py()
     return _delete(table, f"batch_id <= {last}")
+
+
+def _remove_orphan_checksums(log: Path) -> None:
+    """The ``.crc`` files (Delta Lake writes one beside each commit) of commits that
+    ``cleanup_metadata`` removed: delta-rs leaves them, and every commit lists them too."""
+    versions = [int(p.name[:20]) for p in log.glob("*.json") if p.name[:20].isdigit()]
+    if not versions:
+        return
+    oldest = min(versions)
+    for crc in log.glob("*.crc"):
+        if crc.name[:20].isdigit() and int(crc.name[:20]) < oldest:
+            crc.unlink(missing_ok=True)
 
 
 def _remove_empty_days(path: Path) -> None:

@@ -64,10 +64,18 @@ SASL_USER = ("faultline", "faultline-secret")
 """The one login of the broker's SASL listener (mechanism PLAIN)."""
 
 
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct ports free on 127.0.0.1 now (held open together while they are picked: one
+    at a time, the kernel may hand out the same port twice)."""
+    with contextlib.ExitStack() as held:
+        sockets = [held.enter_context(socket.socket()) for _ in range(n)]
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in sockets]
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return free_ports(1)[0]
 
 
 def _with_parent(command: list[str]) -> list[str]:
@@ -84,9 +92,9 @@ class KafkaBroker:
         self, data: Path, port: int = 0, settings: Mapping[str, str] | None = None
     ) -> None:
         self.data = data
-        self.port = port or free_port()
-        self.sasl_port = free_port()
-        self.controller_port = free_port()
+        picked = free_ports(3)
+        self.port = port or picked[0]
+        self.sasl_port, self.controller_port = [p for p in picked if p != self.port][:2]
         self.settings = dict(settings or {})
         self.proc: subprocess.Popen[bytes] | None = None
 

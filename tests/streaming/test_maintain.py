@@ -260,3 +260,24 @@ def test_the_log_keeps_about_log_commits_entries_however_long_the_job_runs(tmp_p
     assert most <= settings.log_commits + 2 * settings.checkpoint_interval, most
     assert len(_rows(tmp_path / "broker_decisions")) == 100 * 3
     assert DeltaTable(str(tmp_path / "broker_decisions")).version() == 100
+
+
+def test_maintenance_bounds_a_log_that_delta_lake_wrote(tmp_path: Path) -> None:
+    """Delta Lake writes a ``.crc`` beside each commit and cleans its log only up to the start of
+    the day: maintenance (delta-rs's ``cleanup_metadata``) removes the older commits and their
+    checksums alike, and the table reads the same."""
+    settings = MaintenanceConfig(checkpoint_interval=10, log_commits=1)
+    sink.create_tables(tmp_path, table_properties(_right_away(settings), 1000))
+    path = tmp_path / "broker_decisions"
+    log = path / "_delta_log"
+    _commit(tmp_path, 0, 25)
+    for commit in log.glob("*.json"):  # as Delta Lake leaves them
+        commit.with_suffix(".crc").write_text("{}")
+    time.sleep(1.1)  # older than the retention: a second
+    before = _rows(path)
+    maintain_table(path, _right_away(settings))
+    left = sorted(int(p.name[:20]) for p in log.glob("*.json"))
+    assert left[0] >= 19, left  # back to the latest log checkpoint (version 20)
+    checksums = sorted(int(p.name[:20]) for p in log.glob("*.crc"))
+    assert checksums == [v for v in range(26) if v >= left[0]], checksums
+    assert _rows(path) == before

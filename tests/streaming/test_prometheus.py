@@ -19,6 +19,7 @@ import yaml
 from deltalake import DeltaTable
 
 from streaming.job.metrics import Metrics
+from streaming.sim.kafka_broker import free_ports
 from tests.engine.test_gauges import read
 from tests.streaming.conftest import start
 from udfs.errors import ConfigError
@@ -26,12 +27,6 @@ from udfs.errors import ConfigError
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "conf" / "prometheus" / "alerts.yaml"
 RULE_TESTS = Path(__file__).with_name("alerts_test.yaml")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def promtool(*args: str) -> subprocess.CompletedProcess[str]:
@@ -167,7 +162,7 @@ def test_a_port_taken_stops_the_job_before_it_starts(tmp_path: Path) -> None:
 def prometheus(tmp_path: Path) -> Iterator[tuple[str, int]]:
     """A real Prometheus scraping ``127.0.0.1:<job port>`` every second; yields its API's address
     and the job's port."""
-    job, web = free_port(), free_port()
+    job, web = free_ports(2)
     config = tmp_path / "prometheus.yaml"
     config.write_text(
         yaml.safe_dump(
