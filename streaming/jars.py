@@ -180,3 +180,23 @@ def note_jvm_start(what: str = "spark session") -> None:
     if log:
         with open(log, "a", encoding="utf-8") as f:
             f.write(f"{os.environ.get('PYTEST_CURRENT_TEST', '-')}\t{os.getpid()}\t{what}\n")
+
+
+def rolling_log(log: Path, level: str, pattern: str, mb: int, files: int) -> str:
+    """A JVM's log4j2 configuration: everything at ``level`` and above into ``log``, rolled over
+    at ``mb`` MB and kept to ``files`` files (a JVM that runs for months must not fill a disk)."""
+    return (
+        f"rootLogger.level = {level}\n"
+        "rootLogger.appenderRef.file.ref = file\n"
+        "appender.file.type = RollingFile\n"
+        "appender.file.name = file\n"
+        f"appender.file.fileName = {log}\n"
+        f"appender.file.filePattern = {log}.%i\n"
+        "appender.file.layout.type = PatternLayout\n"
+        f"appender.file.layout.pattern = {pattern}\n"
+        "appender.file.policies.type = Policies\n"
+        "appender.file.policies.size.type = SizeBasedTriggeringPolicy\n"
+        f"appender.file.policies.size.size = {mb}MB\n"
+        "appender.file.strategy.type = DefaultRolloverStrategy\n"
+        f"appender.file.strategy.max = {files - 1}\n"
+    )

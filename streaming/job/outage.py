@@ -2,11 +2,11 @@
 (forever, or ``kafka_outage_timeout``), and the job's driver says so, once per
 ``kafka_outage_log_interval``.
 
-Who waits where: the source's planner (a Python process Spark starts on the driver) plans no
-new batch while Kafka does not answer; a slice being read (an executor) waits for its next
-message; the publisher (the driver, inside a batch) waits until every message is delivered. None
-of them prints: a planner's or an executor's output does not reach the job's own. The driver's
-:class:`Watch` asks Kafka for its metadata a few times per interval and prints the lines.
+Who waits where: Spark's Kafka source retries until Kafka answers (its planning on the driver,
+its read tasks on the executors); the publisher (the driver, inside a batch) waits until every
+message is delivered. None of them prints. The driver's :class:`Watch` asks Kafka for its
+metadata a few times per interval, prints the lines, and gives up after
+``kafka_outage_timeout`` (the job then stops its query).
 """
 
 from __future__ import annotations

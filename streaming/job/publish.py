@@ -20,14 +20,6 @@ RETRY_S = 1.0
 """Pause between two attempts to reach a Kafka that did not answer."""
 
 
-def client_conf(options: Mapping[str, str]) -> dict[str, str]:
-    """librdkafka settings from the ``kafka.*`` options."""
-    conf = {k[len("kafka.") :]: v for k, v in options.items() if k.startswith("kafka.")}
-    if not conf.get("bootstrap.servers"):
-        raise KafkaIOError(f"{PREFIX} the option kafka.bootstrap.servers is required")
-    return conf
-
-
 class _Lines(logging.Handler):
     """Keeps the messages logged to it."""
 

@@ -170,21 +170,8 @@ def _log4j(output: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     log = folder / SPARK_LOG
     conf = folder / "log4j2.properties"
-    conf.write_text(
-        "rootLogger.level = warn\n"
-        "rootLogger.appenderRef.file.ref = file\n"
-        "appender.file.type = RollingFile\n"
-        "appender.file.name = file\n"
-        f"appender.file.fileName = {log}\n"
-        f"appender.file.filePattern = {log}.%i\n"
-        "appender.file.layout.type = PatternLayout\n"
-        "appender.file.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex\n"
-        "appender.file.policies.type = Policies\n"
-        "appender.file.policies.size.type = SizeBasedTriggeringPolicy\n"
-        f"appender.file.policies.size.size = {SPARK_LOG_MB}MB\n"
-        "appender.file.strategy.type = DefaultRolloverStrategy\n"
-        f"appender.file.strategy.max = {SPARK_LOG_FILES - 1}\n"
-    )
+    pattern = "%d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex"
+    conf.write_text(jars.rolling_log(log, "warn", pattern, SPARK_LOG_MB, SPARK_LOG_FILES))
     return conf
 
 

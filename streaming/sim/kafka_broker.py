@@ -143,19 +143,7 @@ class KafkaBroker:
         path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         log = self.data / "server.log"
         (self.data / "log4j2.properties").write_text(
-            "rootLogger.level = info\n"
-            "rootLogger.appenderRef.file.ref = file\n"
-            "appender.file.type = RollingFile\n"
-            "appender.file.name = file\n"
-            f"appender.file.fileName = {log}\n"
-            f"appender.file.filePattern = {log}.%i\n"
-            "appender.file.layout.type = PatternLayout\n"
-            "appender.file.layout.pattern = [%d] %p %m (%c)%n\n"
-            "appender.file.policies.type = Policies\n"
-            "appender.file.policies.size.type = SizeBasedTriggeringPolicy\n"
-            "appender.file.policies.size.size = 10MB\n"
-            "appender.file.strategy.type = DefaultRolloverStrategy\n"
-            "appender.file.strategy.max = 2\n"
+            jars.rolling_log(log, "info", "[%d] %p %m (%c)%n", 10, 3)
         )
         return path
 
