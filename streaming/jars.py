@@ -59,10 +59,17 @@ def version(name: str) -> str:
     return value
 
 
+def digest(files: list[Path]) -> str:
+    """A short digest of the files' contents: a cache folder's name changes with them."""
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f.read_bytes())
+    return h.hexdigest()[:12]
+
+
 def folder(name: str) -> Path:
     """Where the set ``name`` lives once fetched."""
-    digest = hashlib.sha256(MANIFEST.read_bytes()).hexdigest()[:12]
-    return cache() / f"{name}-{digest}"
+    return cache() / f"{name}-{digest([MANIFEST])}"
 
 
 def find(name: str, needed_for: str) -> list[Path]:
