@@ -484,6 +484,12 @@ class JobConfig(_Strict):
     """An event later than its record's ingest time plus this goes to ``quarantine``."""
     send_msg_timeout: Duration = 3_000
     """The producers' ``sendMsgTimeout``: the budget of a whole send, all attempts together."""
+    heartbeat_timeout: Duration = 120_000
+    """The NameServer drops a broker this long after its last heartbeat (RocketMQ's default 120 s;
+    a broker with ``enableSlaveActingMaster`` sets its own, ``brokerNotActiveTimeoutMillis``)."""
+    scan_interval: Duration = 10_000
+    """How often the NameServer looks for brokers to drop (4.x: 10 s; 5.x:
+    ``scanNotActiveBrokerInterval``, 5 s)."""
     ignore_spent_budget: bool = True
     """The cluster scope does not isolate a broker for a retry that failed only because the
     send's budget ran out (RocketMQ does, and so does the producer scope)."""
@@ -603,6 +609,8 @@ ENGINE_NAMES = {
     "max_future_skew": "max_future_skew_ms",
     "evict_silent_producers_after": "evict_after_ms",
     "send_msg_timeout": "send_msg_timeout_ms",
+    "heartbeat_timeout": "heartbeat_timeout_ms",
+    "scan_interval": "scan_interval_ms",
     "policies.latency_outlier_factor": "outlier_factor",
     "policies.latency_outlier_window": "outlier_window_ms",
     "policies.latency_outlier_min_sends": "outlier_min_sends",

@@ -61,7 +61,17 @@ HEARTBEAT_TIMEOUT_MS = 10_000
 SCAN_INTERVAL_MS = 5_000
 """How often the NameServer looks for brokers to drop (5.x's ``scanNotActiveBrokerInterval``)."""
 READY_S = 60.0
-JVM = ["-Xms128m", "-Xmx256m", "-XX:+UseG1GC", "-XX:MaxDirectMemorySize=256m"]
+JVM = [
+    "-Xms128m",
+    "-Xmx256m",
+    "-XX:+UseG1GC",
+    "-XX:MaxDirectMemorySize=256m",
+    # RocketMQ 4.x and the Netty it brings reach into the JDK's internals, which Java 17 closes
+    "--add-opens=java.base/java.nio=ALL-UNNAMED",
+    "--add-opens=java.base/java.lang=ALL-UNNAMED",
+    "--add-exports=java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-exports=java.base/jdk.internal.ref=ALL-UNNAMED",
+]
 BROKER_SETTINGS = {
     "brokerClusterName": CLUSTER,
     "brokerId": "0",
@@ -81,8 +91,10 @@ BROKER_SETTINGS = {
     "registerNameServerPeriod": "10000",
 }
 """A small broker for tests: 64 MB commit-log files, a small index, no timer wheel."""
-REGISTER_CODES = {103: "register", 904: "heartbeat"}
-"""The NameServer requests that keep a broker alive: REGISTER_BROKER and BROKER_HEARTBEAT."""
+REGISTER_CODES = {103: "register", 322: "heartbeat", 904: "heartbeat"}
+"""The NameServer requests that keep a broker alive: REGISTER_BROKER, QUERY_DATA_VERSION (what
+a 5.x broker sends every second when it talks to a NameServer of any version) and
+BROKER_HEARTBEAT."""
 
 
 def _java(classpath: Sequence[Path], home: Path, main: str, *args: str) -> list[str]:

@@ -1,0 +1,415 @@
+"""The real RocketMQ client as faultline's judge: what real producers did and held during real
+faults on the testbed (``streaming.sim.rocketmq``), held against what faultline wrote from their
+send results.
+
+For every producer (one client version, SYNC or ASYNC, ``sendLatencyFaultEnable`` on or off):
+
+* **fault table**: before every send the producer's own fault table was read (``tables.jsonl``);
+  faultline's producer scope at that instant (its last ``fault_items`` row per broker with an
+  ``event_time`` not after the read) must hold the same brokers, the same latency and the same
+  not-available-until, within :data:`TOLERANCE_MS`;
+* **retries**: each retry the hook saw went to the broker faultline's ``routing_decisions`` chose
+  for the attempt before it;
+* **queue swaps**: the positions of the producer's own queue list that RocketMQ 4.x rewrote to
+  another broker, against faultline's ``QUEUE_SWAP`` rows (``report_queue_swaps``);
+* **cluster isolations**: every broker a real producer isolated is isolated by faultline's
+  cluster scope no later than the first producer did.
+
+``python -m streaming.tools.judge --data DIR`` runs the whole matrix on a fresh testbed (a
+producer of every client version and mode through every kind of fault) and prints the README's
+table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import json
+import shutil
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+TOLERANCE_MS = 5
+"""How far apart faultline's times and the real client's may be. faultline takes an attempt's time
+from the hook's After; the client reads its own clock once more, after the hook, when it updates
+its fault table (``updateFaultItem``), and measures the latency from just before the hook's Before
+to just after its After: both reads are the same millisecond clock a few statements apart, so they
+differ by 0-1 ms, more only when the JVM is paused between them (a GC, the scheduler on 2 busy
+cores). 5 ms covers what was measured here; a larger gap is reported, not hidden."""
+
+
+@dataclass
+class Record:
+    """What one producer recorded (``java/probe``)."""
+
+    producer_id: str
+    events: list[dict[str, Any]]
+    tables: list[dict[str, Any]]
+    sends: list[dict[str, Any]]
+
+    @classmethod
+    def load(cls, folder: Path) -> Record:
+        def lines(name: str) -> list[dict[str, Any]]:
+            path = folder / f"{name}.jsonl"
+            return [json.loads(x) for x in path.read_text().splitlines() if x]
+
+        tables = lines("tables")
+        return cls(tables[0]["producer_id"], lines("events"), tables, lines("sends"))
+
+    @property
+    def attempts(self) -> list[dict[str, Any]]:
+        return [e for e in self.events if e["kind"] == "send_result"]
+
+    def setting(self, key: str) -> Any:
+        return next((e[key] for e in self.attempts if key in e), None)
+
+
+@dataclass
+class Verdict:
+    """One producer's comparison; each difference is one line saying what and when."""
+
+    producer_id: str
+    profile: str
+    mode: str
+    latency_fault: bool
+    sends: int = 0
+    attempts: int = 0
+    items: int = 0
+    item_differences: list[str] = field(default_factory=list)
+    largest_gap_ms: int = 0
+    retries: int = 0
+    retry_differences: list[str] = field(default_factory=list)
+    swaps: int = 0
+    swaps_reported: int = 0
+    isolated: dict[str, int] = field(default_factory=dict)
+    """Broker: when this producer first isolated it (the time of the attempt that did)."""
+
+    @property
+    def differences(self) -> list[str]:
+        return self.item_differences + self.retry_differences
+
+
+@dataclass
+class Tables:
+    """faultline's rows, as read from its Delta tables."""
+
+    fault_items: list[dict[str, Any]]
+    routing_decisions: list[dict[str, Any]]
+    broker_decisions: list[dict[str, Any]]
+
+    @classmethod
+    def read(cls, output: Path) -> Tables:
+        from deltalake import DeltaTable
+
+        def rows(name: str) -> list[dict[str, Any]]:
+            return DeltaTable(str(output / name)).to_pandas().to_dict("records")  # type: ignore[no-any-return]
+
+        return cls(rows("fault_items"), rows("routing_decisions"), rows("broker_decisions"))
+
+
+def judge(record: Record, tables: Tables) -> Verdict:
+    attempts = record.attempts
+    verdict = Verdict(
+        record.producer_id,
+        str(record.setting("client_profile")),
+        str(record.setting("mode")),
+        bool(record.setting("latency_fault_enable")),
+        sends=len(record.sends),
+        attempts=len(attempts),
+    )
+    _fault_tables(record, tables, verdict)
+    _retries(record, tables, verdict)
+    _swaps(record, tables, verdict)
+    return verdict
+
+
+def _fault_tables(record: Record, tables: Tables, verdict: Verdict) -> None:
+    rows = sorted(
+        (
+            r
+            for r in tables.fault_items
+            if r["scope"] == "producer" and r["scope_key"] == record.producer_id
+        ),
+        key=lambda r: (r["event_time"], r["event_id"]),
+    )
+    times = [int(r["event_time"]) for r in rows]
+    last_attempt: dict[str, list[tuple[int, dict[str, Any]]]] = defaultdict(list)
+    for e in record.attempts:
+        last_attempt[e["broker_name"]].append((int(e["event_time"]), e))
+    for snapshot in record.tables:
+        at = int(snapshot["at"])
+        held: dict[str, dict[str, Any]] = {}
+        for r in rows[: bisect.bisect_right(times, at)]:
+            held[r["broker_name"]] = r
+        real = {i["broker_name"]: i for i in snapshot["items"]}
+        for broker in sorted(set(real) | set(held)):
+            verdict.items += 1
+            mine, theirs = held.get(broker), real.get(broker)
+            if mine is None or theirs is None:
+                verdict.item_differences.append(
+                    f"{_when(at)} {broker}: the client {'holds' if theirs else 'lacks'} an item, "
+                    f"faultline {'holds' if mine else 'lacks'} one"
+                )
+                continue
+            gaps = (
+                abs(int(mine["latency_ms"]) - int(theirs["latency_ms"])),
+                abs(int(mine["available_from"]) - int(theirs["available_from"])),
+            )
+            verdict.largest_gap_ms = max(verdict.largest_gap_ms, *gaps)
+            if max(gaps) > TOLERANCE_MS:
+                verdict.item_differences.append(
+                    f"{_when(at)} {broker}: client {theirs['latency_ms']} ms, available from "
+                    f"{_when(theirs['available_from'])}; faultline {mine['latency_ms']} ms, "
+                    f"{_when(mine['available_from'])} (event {mine['event_id']})"
+                )
+            if int(theirs["available_from"]) > at and broker not in verdict.isolated:
+                cause = [t for t, _ in last_attempt[broker] if t <= at]
+                verdict.isolated[broker] = max(cause) if cause else at
+
+
+def _retries(record: Record, tables: Tables, verdict: Verdict) -> None:
+    chosen = {
+        r["event_id"]: r
+        for r in tables.routing_decisions
+        if r["scope_key"] == record.producer_id
+    }
+    for e in record.attempts:
+        if e["attempt"] == 0 or e["outcome"] == "CALL_TIMEOUT" or e["mode"] != "SYNC":
+            continue
+        verdict.retries += 1
+        before = f"{e['message_id']}-{e['attempt'] - 1}"
+        row = chosen.get(before)
+        picked = (e["broker_name"], e["queue_id"])
+        if row is None:
+            verdict.retry_differences.append(
+                f"{_when(e['event_time'])} retry {e['event_id']} to {picked[0]}:{picked[1]}: "
+                f"faultline made no routing decision for {before}"
+            )
+        elif (row["selected_broker"], row["selected_queue_id"]) != picked:
+            verdict.retry_differences.append(
+                f"{_when(e['event_time'])} retry {e['event_id']}: the client sent to "
+                f"{picked[0]}:{picked[1]}, faultline chose "
+                f"{row['selected_broker']}:{row['selected_queue_id']} ({row['rule']})"
+            )
+
+
+def _swaps(record: Record, tables: Tables, verdict: Verdict) -> None:
+    """Real swaps: positions of the producer's queue list whose broker changed between two reads
+    while the route stayed the same (a route change rebuilds the list)."""
+    previous: list[str] | None = None
+    for snapshot in record.tables:
+        queues = snapshot.get("queues")
+        if queues is None:
+            continue
+        if previous is not None and len(previous) == len(queues):
+            before = sorted({q.split(":")[0] for q in previous})
+            after = sorted({q.split(":")[0] for q in queues})
+            pristine = all(q == p for q, p in zip(queues, _pristine(queues), strict=True))
+            if not pristine or before == after:
+                verdict.swaps += sum(
+                    1
+                    for a, b in zip(previous, queues, strict=True)
+                    if a.split(":")[0] != b.split(":")[0]
+                    and b != _pristine(queues)[queues.index(b)]
+                )
+        previous = queues
+    verdict.swaps_reported = sum(
+        1
+        for r in tables.broker_decisions
+        if r["decision"] == "QUEUE_SWAP" and r["scope_key"] == record.producer_id
+    )
+
+
+def _pristine(queues: Sequence[str]) -> list[str]:
+    """The list a route gives: each broker's write queues 0..n-1, brokers in name order (the
+    counts taken from ``queues`` itself, which a swap does not change in length)."""
+    per_broker: dict[str, int] = defaultdict(int)
+    for q in queues:
+        per_broker[q.split(":")[0]] += 1
+    return [f"{b}:{i}" for b in sorted(per_broker) for i in range(per_broker[b])]
+
+
+def cluster_isolations(
+    verdicts: Iterable[Verdict], tables: Tables
+) -> list[tuple[str, int, int | None]]:
+    """(broker, when a real producer first isolated it, when faultline's cluster scope isolated it
+    at or before that: None if it did not)."""
+    first: dict[str, int] = {}
+    for v in verdicts:
+        for broker, at in v.isolated.items():
+            first[broker] = min(at, first.get(broker, at))
+    isolations = defaultdict(list)
+    for r in tables.broker_decisions:
+        if r["scope"] == "cluster" and r["decision"] in ("ISOLATE", "EXTEND"):
+            isolations[r["broker_name"]].append(int(r["effective_at"]))
+    out = []
+    for broker, at in sorted(first.items()):
+        mine = [t for t in isolations[broker] if t <= at]
+        out.append((broker, at, max(mine) if mine else None))
+    return out
+
+
+def _when(ms: Any) -> str:
+    return time.strftime("%H:%M:%S", time.gmtime(int(ms) / 1000)) + f".{int(ms) % 1000:03d}"
+
+
+# --- the matrix --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A fault on one broker between ``start_s`` and ``end_s`` of the producers' run."""
+
+    kind: str  # slow | freeze | kill | heartbeat
+    broker: str
+    start_s: float
+    end_s: float
+
+
+FAULTS = (
+    Fault("slow", "broker-b", 3, 9),
+    Fault("freeze", "broker-a", 12, 17),
+    Fault("kill", "broker-c", 20, 26),
+    Fault("heartbeat", "broker-b", 30, 52),
+)
+"""One run's faults, one after the other, each on a broker of its own moment."""
+PRODUCERS = (
+    ("rocketmq-4.7", "SYNC", True),
+    ("rocketmq-4.9", "SYNC", True),
+    ("rocketmq-4.9", "ASYNC", True),
+    ("rocketmq-4.9", "SYNC", False),
+    ("rocketmq-5", "SYNC", True),
+    ("rocketmq-5", "ASYNC", True),
+)
+"""(client profile, mode, sendLatencyFaultEnable) of each producer of a run."""
+SLOW_MS = 700
+"""The slow broker's extra latency: above the 550 ms band (4.x: 30 s, 5.x: 2 s)."""
+
+
+def run_faults(bed: Any, faults: Sequence[Fault], start: float, log: Callable[[str], None]) -> None:
+    """Inject ``faults`` on the testbed ``bed``, timed from ``start`` (``time.monotonic``)."""
+    steps: list[tuple[float, str, Fault]] = []
+    for f in faults:
+        steps += [(f.start_s, "on", f), (f.end_s, "off", f)]
+    for at, what, f in sorted(steps, key=lambda s: s[0]):
+        time.sleep(max(0.0, start + at - time.monotonic()))
+        broker = bed.broker(f.broker)
+        log(f"{time.monotonic() - start:6.1f}s {f.kind} {f.broker} {what}")
+        if f.kind == "slow":
+            broker.slow(SLOW_MS if what == "on" else 0)
+        elif f.kind == "freeze":
+            (broker.freeze if what == "on" else broker.thaw)()
+        elif f.kind == "kill":
+            (broker.kill if what == "on" else broker.start)()
+        elif f.kind == "heartbeat":
+            broker.stop_heartbeats(what == "on")
+
+
+def record_run(
+    bed: Any,
+    folder: Path,
+    producers: Sequence[tuple[str, str, bool]] = PRODUCERS,
+    faults: Sequence[Fault] = FAULTS,
+    rate: float = 20.0,
+    log: Callable[[str], None] = lambda _: None,
+) -> list[Path]:
+    """Producers sending through ``faults`` on ``bed``; their folders, and ``folder/input`` with
+    every event faultline gets (their send results, the routes, the brokers' heartbeats)."""
+    from streaming.sim import rocketmq
+
+    duration_ms = int((max(f.end_s for f in faults) + 4) * 1000)
+    folders, started = [], []
+    for n, (profile, mode, on) in enumerate(producers):
+        pid = f"p{n}-{profile.removeprefix('rocketmq-')}-{mode.lower()}{'' if on else '-off'}"
+        folders.append(folder / pid)
+        started.append(
+            rocketmq.producer(
+                bed,
+                profile,
+                pid,
+                folders[-1],
+                mode=mode,
+                latency_fault=on,
+                rate=rate,
+                duration_ms=duration_ms,
+                routes=n == 0,
+            )
+        )
+    time.sleep(3.0)  # the JVMs start and send before the first fault
+    run_faults(bed, faults, time.monotonic(), log)
+    for p in started:
+        p.wait()
+    inputs = folder / "input"
+    inputs.mkdir(parents=True, exist_ok=True)
+    for f in folders:
+        shutil.copy(f / "events.jsonl", inputs / f"{f.name}.jsonl")
+    with open(inputs / "heartbeats.jsonl", "w", encoding="utf-8") as out:
+        for hb in list(bed.heartbeats):
+            out.write(json.dumps(hb) + "\n")
+    return folders
+
+
+JOB_FLAGS = (
+    "--heartbeat-timeout",
+    "10s",
+    "--scan-interval",
+    "5s",
+    "--policies.report-queue-swaps",
+)
+
+
+def table(verdicts: Sequence[Verdict], isolations: Sequence[tuple[str, int, int | None]]) -> str:
+    lines = [
+        "| producer | client | mode | latency fault | sends | attempts | table reads compared | "
+        "differences | largest gap | retries | retry differences | queue swaps (real / reported) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for v in verdicts:
+        lines.append(
+            f"| {v.producer_id} | {v.profile} | {v.mode} | {'on' if v.latency_fault else 'off'} "
+            f"| {v.sends} | {v.attempts} | {v.items} | {len(v.item_differences)} "
+            f"| {v.largest_gap_ms} ms | {v.retries} | {len(v.retry_differences)} "
+            f"| {v.swaps} / {v.swaps_reported} |"
+        )
+    lines.append("")
+    for broker, real, mine in isolations:
+        lead = "not isolated" if mine is None else f"isolated {real - mine} ms before"
+        lines.append(f"- {broker}: first isolated by a real producer at {_when(real)}; "
+                     f"faultline's cluster scope {lead}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m streaming.tools.judge", description=__doc__)
+    parser.add_argument("--data", type=Path, required=True, help="a folder for the whole run")
+    parser.add_argument("--rate", type=float, default=20.0)
+    args = parser.parse_args()
+    from streaming.sim import rocketmq
+
+    with rocketmq.testbed(args.data / "testbed") as bed:
+        folders = record_run(bed, args.data, rate=args.rate, log=print)
+    out = args.data / "faultline"
+    done = subprocess.run(
+        [sys.executable, "-m", "streaming.cli", "run", "--source", "files", "--path",
+         str(args.data / "input"), "--once", "--output", str(out / "out"), "--checkpoint",
+         str(out / "ck"), *JOB_FLAGS],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        sys.exit(f"faultline run failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    tables = Tables.read(out / "out")
+    verdicts = [judge(Record.load(f), tables) for f in folders]
+    print(table(verdicts, cluster_isolations(verdicts, tables)))
+    for v in verdicts:
+        for d in v.differences:
+            print(f"{v.producer_id}: {d}")
+
+
+if __name__ == "__main__":
+    main()
