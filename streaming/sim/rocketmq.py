@@ -120,15 +120,18 @@ def _java(classpath: Sequence[Path], home: Path, main: str, *args: str) -> list[
 class Link:
     """One listening address forwarded to a target. ``delay_ms`` holds back every byte coming
     from the target (a broker that answers slowly); ``cut`` stops passing bytes either way while
-    keeping the connections open (a partition, as a peer sees it); ``on_request`` is called with
-    each RocketMQ request code the client sends."""
+    keeping the connections open (the peer hears nothing); ``refused`` resets every connection
+    and every new one (the peer is unreachable); ``on_request`` is called with each RocketMQ
+    request code the client sends."""
 
     def __init__(self, listen: tuple[str, int], target: tuple[str, int]) -> None:
         self.listen = listen
         self.target = target
         self.delay_ms = 0
         self.cut = False
+        self.refused = False
         self.on_request: Callable[[int], None] | None = None
+        self.open: set[asyncio.StreamWriter] = set()
 
 
 class Proxy:
@@ -152,16 +155,21 @@ class Proxy:
     async def _connect(
         self, link: Link, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
+        if link.refused:
+            writer.transport.abort()
+            return
         try:
             up_reader, up_writer = await asyncio.open_connection(*link.target)
         except OSError:
             writer.close()
             return
+        link.open.add(writer)
         await asyncio.gather(
             self._pipe(link, reader, up_writer, upstream=True),
             self._pipe(link, up_reader, writer, upstream=False),
             return_exceptions=True,
         )
+        link.open.discard(writer)
 
     async def _pipe(
         self,
@@ -192,6 +200,17 @@ class Proxy:
             if last_due > loop.time():
                 await asyncio.sleep(last_due - loop.time())
             writer.close()
+
+    def refuse(self, link: Link, refused: bool) -> None:
+        """Reset the link's connections and refuse new ones (or take them again)."""
+
+        def apply() -> None:
+            link.refused = refused
+            if refused:
+                for writer in list(link.open):
+                    writer.transport.abort()
+
+        self.loop.call_soon_threadsafe(apply)
 
     def close(self) -> None:
         async def stop() -> None:
@@ -361,6 +380,13 @@ class Broker:
         for link in self.client_links:
             link.delay_ms = delay_ms
 
+    def unreachable(self, refused: bool = True) -> None:
+        """Producers' connections to the broker are reset and new ones refused (or taken again);
+        the broker itself and its heartbeats are untouched: a partition between producers and
+        broker."""
+        for link in self.client_links:
+            self.testbed.proxy.refuse(link, refused)
+
     def stop_heartbeats(self, stopped: bool = True) -> None:
         """The broker's registrations and heartbeats stop reaching the NameServer (or pass again);
         the broker itself and its producers' traffic are untouched."""
@@ -409,9 +435,7 @@ class Testbed:
             host = f"127.0.0.{i + 2}"
             port = _free_block(["127.0.0.1", host])
             hb = self.proxy.add(Link(("127.0.0.1", hb_port), ("127.0.0.1", self.namesrv_port)))
-            clients = [
-                self.proxy.add(Link((host, p), ("127.0.0.1", p))) for p in (port, port - 2)
-            ]
+            clients = [self.proxy.add(Link((host, p), ("127.0.0.1", p))) for p in (port, port - 2)]
             broker = Broker(self, i, port, hb, clients)
             hb.on_request = self._heard(broker.name)
             self.brokers.append(broker)
@@ -443,9 +467,7 @@ class Testbed:
         """The brokers whose last heartbeat is younger than the NameServer's timeout."""
         now = time.time()
         with self._lock:
-            return {
-                n for n, t in self._live_at.items() if now - t < HEARTBEAT_TIMEOUT_MS / 1000
-            }
+            return {n for n, t in self._live_at.items() if now - t < HEARTBEAT_TIMEOUT_MS / 1000}
 
     def start(self) -> None:
         home = self.data / "namesrv"

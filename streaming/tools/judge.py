@@ -70,9 +70,42 @@ class Record:
         return next((e[key] for e in self.attempts if key in e), None)
 
 
+EXPLAINED = {
+    "first-send": "the JVM's first send to a broker: RocketMQ's clock starts before the hook's "
+    "Before, and the client loads classes in between (tens of ms, once)",
+    "4.x-selection": "RocketMQ 4.x's selection removed the broker from the fault table "
+    "(pickOneAtLeast picked it while every broker was isolated, and the route no longer had it); "
+    "faultline runs the selection only for retries",
+    "async-retry": "an ASYNC send that failed and was retried inside the client's callback: "
+    "the client updated its table for each attempt, no hook saw the retries, and the callback's "
+    "hook reports the first attempt's queue with the whole send's time",
+}
+"""Each kind of difference that has a cause outside faultline's rules, and that cause."""
+
+
+@dataclass
+class Difference:
+    """Consecutive reads of one broker that disagree the same way."""
+
+    kind: str  # a key of EXPLAINED, or "unexplained"
+    broker: str
+    first_at: int
+    last_at: int
+    reads: int
+    example: str
+
+    def __str__(self) -> str:
+        span = (
+            f"{_when(self.first_at)}-{_when(self.last_at)}"
+            if self.reads > 1
+            else _when(self.first_at)
+        )
+        return f"{span} {self.broker} ({self.reads} reads, {self.kind}): {self.example}"
+
+
 @dataclass
 class Verdict:
-    """One producer's comparison; each difference is one line saying what and when."""
+    """One producer's comparison."""
 
     producer_id: str
     profile: str
@@ -81,18 +114,23 @@ class Verdict:
     sends: int = 0
     attempts: int = 0
     items: int = 0
-    item_differences: list[str] = field(default_factory=list)
+    item_differences: list[Difference] = field(default_factory=list)
     largest_gap_ms: int = 0
+    """The largest gap within the tolerance."""
     retries: int = 0
     retry_differences: list[str] = field(default_factory=list)
+    retry_queues_differ: int = 0
+    """Retries to the broker faultline chose but another of its queues (5.x draws a random index
+    for every retry)."""
     swaps: int = 0
     swaps_reported: int = 0
     isolated: dict[str, int] = field(default_factory=dict)
     """Broker: when this producer first isolated it (the time of the attempt that did)."""
 
-    @property
-    def differences(self) -> list[str]:
-        return self.item_differences + self.retry_differences
+    def unexplained(self) -> list[str]:
+        return [str(d) for d in self.item_differences if d.kind == "unexplained"] + list(
+            self.retry_differences
+        )
 
 
 @dataclass
@@ -113,7 +151,8 @@ class Tables:
         return cls(rows("fault_items"), rows("routing_decisions"), rows("broker_decisions"))
 
 
-def judge(record: Record, tables: Tables) -> Verdict:
+def judge(record: Record, tables: Tables, routes: list[dict[str, Any]]) -> Verdict:
+    """``record`` against faultline's ``tables``; ``routes`` are the run's route events."""
     attempts = record.attempts
     verdict = Verdict(
         record.producer_id,
@@ -123,13 +162,15 @@ def judge(record: Record, tables: Tables) -> Verdict:
         sends=len(record.sends),
         attempts=len(attempts),
     )
-    _fault_tables(record, tables, verdict)
+    _fault_tables(record, tables, routes, verdict)
     _retries(record, tables, verdict)
     _swaps(record, tables, verdict)
     return verdict
 
 
-def _fault_tables(record: Record, tables: Tables, verdict: Verdict) -> None:
+def _fault_tables(
+    record: Record, tables: Tables, routes: list[dict[str, Any]], verdict: Verdict
+) -> None:
     rows = sorted(
         (
             r
@@ -139,45 +180,76 @@ def _fault_tables(record: Record, tables: Tables, verdict: Verdict) -> None:
         key=lambda r: (r["event_time"], r["event_id"]),
     )
     times = [int(r["event_time"]) for r in rows]
-    last_attempt: dict[str, list[tuple[int, dict[str, Any]]]] = defaultdict(list)
+    first_attempt: dict[str, str] = {}
+    by_broker: dict[str, list[int]] = defaultdict(list)
     for e in record.attempts:
-        last_attempt[e["broker_name"]].append((int(e["event_time"]), e))
+        first_attempt.setdefault(e["broker_name"], e["event_id"])
+        by_broker[e["broker_name"]].append(int(e["event_time"]))
+    route_times = [int(r["event_time"]) for r in routes]
+    open_: dict[str, Difference] = {}
     for snapshot in record.tables:
         at = int(snapshot["at"])
         held: dict[str, dict[str, Any]] = {}
         for r in rows[: bisect.bisect_right(times, at)]:
             held[r["broker_name"]] = r
         real = {i["broker_name"]: i for i in snapshot["items"]}
+        route = routes[bisect.bisect_right(route_times, at) - 1] if routes else None
+        in_route = {b["broker_name"] for b in route["brokers"]} if route else set()
         for broker in sorted(set(real) | set(held)):
             verdict.items += 1
             mine, theirs = held.get(broker), real.get(broker)
+            kind, example = "", ""
             if mine is None or theirs is None:
-                verdict.item_differences.append(
-                    f"{_when(at)} {broker}: the client {'holds' if theirs else 'lacks'} an item, "
-                    f"faultline {'holds' if mine else 'lacks'} one"
+                example = (
+                    f"the client {'holds' if theirs else 'lacks'} an item, faultline "
+                    f"{'holds' if mine else 'lacks'} one"
                 )
-                continue
-            gaps = (
-                abs(int(mine["latency_ms"]) - int(theirs["latency_ms"])),
-                abs(int(mine["available_from"]) - int(theirs["available_from"])),
-            )
-            verdict.largest_gap_ms = max(verdict.largest_gap_ms, *gaps)
-            if max(gaps) > TOLERANCE_MS:
-                verdict.item_differences.append(
-                    f"{_when(at)} {broker}: client {theirs['latency_ms']} ms, available from "
-                    f"{_when(theirs['available_from'])}; faultline {mine['latency_ms']} ms, "
-                    f"{_when(mine['available_from'])} (event {mine['event_id']})"
+                gone = theirs is None and broker not in in_route
+                kind = (
+                    "4.x-selection" if gone and verdict.profile != "rocketmq-5" else "unexplained"
                 )
-            if int(theirs["available_from"]) > at and broker not in verdict.isolated:
-                cause = [t for t, _ in last_attempt[broker] if t <= at]
+            else:
+                gaps = (
+                    abs(int(mine["latency_ms"]) - int(theirs["latency_ms"])),
+                    abs(int(mine["available_from"]) - int(theirs["available_from"])),
+                )
+                if max(gaps) <= TOLERANCE_MS:
+                    verdict.largest_gap_ms = max(verdict.largest_gap_ms, *gaps)
+                else:
+                    example = (
+                        f"client {theirs['latency_ms']} ms, available from "
+                        f"{_when(theirs['available_from'])}; faultline {mine['latency_ms']} ms, "
+                        f"{_when(mine['available_from'])} (event {mine['event_id']})"
+                    )
+                    if mine["event_id"] == first_attempt.get(broker):
+                        kind = "first-send"
+                    elif verdict.mode == "ASYNC" and (
+                        int(theirs["available_from"]) > int(mine["available_from"])
+                        or mine["outcome"] != "SEND_OK"
+                    ):
+                        kind = "async-retry"
+                    else:
+                        kind = "unexplained"
+            previous = open_.get(broker)
+            if kind and previous is not None and previous.kind == kind:
+                previous.last_at, previous.reads = at, previous.reads + 1
+            elif kind:
+                open_[broker] = Difference(kind, broker, at, at, 1, example)
+                verdict.item_differences.append(open_[broker])
+            else:
+                open_.pop(broker, None)
+            if (
+                theirs is not None
+                and int(theirs["available_from"]) > at
+                and (broker not in verdict.isolated)
+            ):
+                cause = [t for t in by_broker[broker] if t <= at]
                 verdict.isolated[broker] = max(cause) if cause else at
 
 
 def _retries(record: Record, tables: Tables, verdict: Verdict) -> None:
     chosen = {
-        r["event_id"]: r
-        for r in tables.routing_decisions
-        if r["scope_key"] == record.producer_id
+        r["event_id"]: r for r in tables.routing_decisions if r["scope_key"] == record.producer_id
     }
     for e in record.attempts:
         if e["attempt"] == 0 or e["outcome"] == "CALL_TIMEOUT" or e["mode"] != "SYNC":
@@ -191,12 +263,14 @@ def _retries(record: Record, tables: Tables, verdict: Verdict) -> None:
                 f"{_when(e['event_time'])} retry {e['event_id']} to {picked[0]}:{picked[1]}: "
                 f"faultline made no routing decision for {before}"
             )
-        elif (row["selected_broker"], row["selected_queue_id"]) != picked:
+        elif row["selected_broker"] != picked[0]:
             verdict.retry_differences.append(
                 f"{_when(e['event_time'])} retry {e['event_id']}: the client sent to "
                 f"{picked[0]}:{picked[1]}, faultline chose "
                 f"{row['selected_broker']}:{row['selected_queue_id']} ({row['rule']})"
             )
+        elif row["selected_queue_id"] != picked[1]:
+            verdict.retry_queues_differ += 1
 
 
 def _swaps(record: Record, tables: Tables, verdict: Verdict) -> None:
@@ -238,10 +312,13 @@ def _pristine(queues: Sequence[str]) -> list[str]:
 def cluster_isolations(
     verdicts: Iterable[Verdict], tables: Tables
 ) -> list[tuple[str, int, int | None]]:
-    """(broker, when a real producer first isolated it, when faultline's cluster scope isolated it
-    at or before that: None if it did not)."""
+    """(broker, when a real SYNC producer first isolated it, when faultline's cluster scope
+    isolated it at or before that: None if it did not). ASYNC producers also isolate brokers for
+    attempts no hook saw (``async-retry``)."""
     first: dict[str, int] = {}
     for v in verdicts:
+        if v.mode != "SYNC":
+            continue
         for broker, at in v.isolated.items():
             first[broker] = min(at, first.get(broker, at))
     isolations = defaultdict(list)
@@ -266,17 +343,18 @@ def _when(ms: Any) -> str:
 class Fault:
     """A fault on one broker between ``start_s`` and ``end_s`` of the producers' run."""
 
-    kind: str  # slow | freeze | kill | heartbeat
+    kind: str  # slow | freeze | kill | unreachable | heartbeat
     broker: str
     start_s: float
     end_s: float
 
 
 FAULTS = (
-    Fault("slow", "broker-b", 3, 9),
-    Fault("freeze", "broker-a", 12, 17),
-    Fault("kill", "broker-c", 20, 26),
-    Fault("heartbeat", "broker-b", 30, 52),
+    Fault("slow", "broker-b", 2, 7),
+    Fault("freeze", "broker-a", 9, 14),
+    Fault("kill", "broker-c", 16, 21),
+    Fault("unreachable", "broker-a", 24, 29),
+    Fault("heartbeat", "broker-b", 31, 49),
 )
 """One run's faults, one after the other, each on a broker of its own moment."""
 PRODUCERS = (
@@ -307,6 +385,8 @@ def run_faults(bed: Any, faults: Sequence[Fault], start: float, log: Callable[[s
             (broker.freeze if what == "on" else broker.thaw)()
         elif f.kind == "kill":
             (broker.kill if what == "on" else broker.start)()
+        elif f.kind == "unreachable":
+            broker.unreachable(what == "on")
         elif f.kind == "heartbeat":
             broker.stop_heartbeats(what == "on")
 
@@ -341,7 +421,15 @@ def record_run(
                 routes=n == 0,
             )
         )
-    time.sleep(3.0)  # the JVMs start and send before the first fault
+    deadline = time.monotonic() + 120
+    while not all(
+        (f / "tables.jsonl").exists() and (f / "tables.jsonl").stat().st_size for f in folders
+    ):
+        if time.monotonic() > deadline or any(p.proc.poll() is not None for p in started):
+            for p in started:
+                p.proc.kill()
+            raise RuntimeError(f"the producers did not start sending; see {folder}/*/stdout.log")
+        time.sleep(0.1)  # the JVMs start, warm up and send before the first fault
     run_faults(bed, faults, time.monotonic(), log)
     for p in started:
         p.wait()
@@ -356,12 +444,24 @@ def record_run(
 
 
 JOB_FLAGS = (
+    "--policies.no-enabled",  # RocketMQ's rules alone: the judge is RocketMQ's own client
     "--heartbeat-timeout",
     "10s",
     "--scan-interval",
     "5s",
     "--policies.report-queue-swaps",
 )
+
+
+def routes(inputs: Path) -> list[dict[str, Any]]:
+    """The route events among a run's inputs, in time order."""
+    found = [
+        e
+        for f in sorted(inputs.glob("*.jsonl"))
+        for e in map(json.loads, f.read_text().splitlines())
+        if e.get("kind") == "route"
+    ]
+    return sorted(found, key=lambda e: (e["event_time"], e["event_id"]))
 
 
 def table(verdicts: Sequence[Verdict], isolations: Sequence[tuple[str, int, int | None]]) -> str:
@@ -373,15 +473,23 @@ def table(verdicts: Sequence[Verdict], isolations: Sequence[tuple[str, int, int 
     for v in verdicts:
         lines.append(
             f"| {v.producer_id} | {v.profile} | {v.mode} | {'on' if v.latency_fault else 'off'} "
-            f"| {v.sends} | {v.attempts} | {v.items} | {len(v.item_differences)} "
+            f"| {v.sends} | {v.attempts} | {v.items} | {sum(d.reads for d in v.item_differences)} "
             f"| {v.largest_gap_ms} ms | {v.retries} | {len(v.retry_differences)} "
             f"| {v.swaps} / {v.swaps_reported} |"
         )
     lines.append("")
+    kinds: dict[str, int] = defaultdict(int)
+    for v in verdicts:
+        for d in v.item_differences:
+            kinds[d.kind] += d.reads
+    for kind, reads in sorted(kinds.items()):
+        lines.append(f"- {kind}: {reads} reads: {EXPLAINED.get(kind, 'not explained')}")
     for broker, real, mine in isolations:
         lead = "not isolated" if mine is None else f"isolated {real - mine} ms before"
-        lines.append(f"- {broker}: first isolated by a real producer at {_when(real)}; "
-                     f"faultline's cluster scope {lead}")
+        lines.append(
+            f"- {broker}: first isolated by a real producer at {_when(real)}; "
+            f"faultline's cluster scope {lead}"
+        )
     return "\n".join(lines)
 
 
@@ -389,12 +497,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m streaming.tools.judge", description=__doc__)
     parser.add_argument("--data", type=Path, required=True, help="a folder for the whole run")
     parser.add_argument("--rate", type=float, default=20.0)
+    parser.add_argument(
+        "--recorded", action="store_true", help="judge what an earlier run recorded in --data"
+    )
     args = parser.parse_args()
     from streaming.sim import rocketmq
 
-    with rocketmq.testbed(args.data / "testbed") as bed:
-        folders = record_run(bed, args.data, rate=args.rate, log=print)
+    if args.recorded:
+        folders = sorted(f.parent for f in args.data.glob("*/tables.jsonl"))
+    else:
+        with rocketmq.testbed(args.data / "testbed") as bed:
+            folders = record_run(bed, args.data, rate=args.rate, log=print)
     out = args.data / "faultline"
+    shutil.rmtree(out, ignore_errors=True)
     done = subprocess.run(
         [sys.executable, "-m", "streaming.cli", "run", "--source", "files", "--path",
          str(args.data / "input"), "--once", "--output", str(out / "out"), "--checkpoint",
@@ -404,11 +519,13 @@ def main() -> None:
     if done.returncode != 0:
         sys.exit(f"faultline run failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
     tables = Tables.read(out / "out")
-    verdicts = [judge(Record.load(f), tables) for f in folders]
+    verdicts = [judge(Record.load(f), tables, routes(args.data / "input")) for f in folders]
     print(table(verdicts, cluster_isolations(verdicts, tables)))
     for v in verdicts:
-        for d in v.differences:
+        for d in v.item_differences:
             print(f"{v.producer_id}: {d}")
+        for r in v.retry_differences:
+            print(f"{v.producer_id}: {r}")
 
 
 if __name__ == "__main__":

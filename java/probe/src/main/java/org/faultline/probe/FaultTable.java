@@ -7,7 +7,10 @@ import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 
+import org.apache.rocketmq.client.impl.producer.DefaultMQProducerImpl;
+import org.apache.rocketmq.client.impl.producer.TopicPublishInfo;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.common.message.MessageQueue;
 
 /**
  * The client's own fault table, read by reflection: {@code DefaultMQProducerImpl.mqFaultStrategy
@@ -15,14 +18,26 @@ import org.apache.rocketmq.client.producer.DefaultMQProducer;
  * {@code currentLatency}, {@code startTimestamp} (the time the broker is available again) and,
  * from 5.x, {@code reachableFlag}. The same field names in 4.7.1, 4.9.7 and 5.3.x; no version
  * offers them through its API.
+ *
+ * <p>Beside it, the producer's own list of the topic's queues ({@code TopicPublishInfo}), which
+ * RocketMQ 4.x rewrites in place when it picks a queue of a broker it isolated (a queue swap).
  */
 final class FaultTable {
     private final Map<?, ?> items;
+    private final DefaultMQProducerImpl impl;
+    private final String topic;
 
-    FaultTable(DefaultMQProducer producer) throws ReflectiveOperationException {
-        Object strategy = field(producer.getDefaultMQProducerImpl(), "mqFaultStrategy");
+    FaultTable(DefaultMQProducer producer, String topic) throws ReflectiveOperationException {
+        this.impl = producer.getDefaultMQProducerImpl();
+        this.topic = topic;
+        Object strategy = field(impl, "mqFaultStrategy");
         Object tolerance = field(strategy, "latencyFaultTolerance");
         this.items = (Map<?, ?>) field(tolerance, "faultItemTable");
+    }
+
+    /** Forget every item (after the warm-up, which no one recorded). */
+    void clear() {
+        items.clear();
     }
 
     Map<String, Object> snapshot(String producerId) {
@@ -46,6 +61,14 @@ final class FaultTable {
             rows.add(row);
         }
         s.put("items", rows);
+        TopicPublishInfo info = impl.getTopicPublishInfoTable().get(topic);
+        if (info != null) {
+            List<String> queues = new ArrayList<>();
+            for (MessageQueue mq : new ArrayList<>(info.getMessageQueueList())) {
+                queues.add(mq.getBrokerName() + ":" + mq.getQueueId());
+            }
+            s.put("queues", queues);
+        }
         return s;
     }
 

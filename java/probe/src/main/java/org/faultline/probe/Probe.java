@@ -20,12 +20,13 @@ import org.apache.rocketmq.common.message.Message;
  * java -cp probe.jar:&lt;a client set&gt;/* org.faultline.probe.Probe --namesrv 127.0.0.1:9876
  *     --topic T --id p-1 --profile rocketmq-4.9 --out DIR [--mode SYNC|ASYNC]
  *     [--latency-fault true|false] [--rate 20] [--duration-ms 10000] [--timeout-ms 3000]
- *     [--retries 2] [--poll-ms 1000] [--routes true] [--cluster C] [--group G]
+ *     [--retries 2] [--poll-ms 1000] [--routes true] [--cluster C] [--group G] [--warmup 10]
  * </pre>
  *
  * Into DIR it writes {@code events.jsonl} (faultline's input events: a send_result per attempt the
  * hook saw, and with {@code --routes} the topic's route each time the NameServer's changes),
- * {@code tables.jsonl} (the client's own fault table, read before every send and once at the end)
+ * {@code tables.jsonl} (the client's own fault table and its list of the topic's queues, read
+ * before every send and once at the end)
  * and {@code sends.jsonl} (each message's fate as the application saw it). It exits 0 when the
  * time is up and every send has ended.
  */
@@ -72,7 +73,19 @@ public final class Probe {
             Recorder recorder = new Recorder(events, base);
             producer.getDefaultMQProducerImpl().registerSendMessageHook(recorder);
             producer.start();
-            FaultTable table = new FaultTable(producer);
+            FaultTable table = new FaultTable(producer, topic);
+            // The JVM's first sends load classes between the client's clock and the hook's: they
+            // are sent unrecorded, and what they left in the fault table is forgotten
+            int warmup = Integer.parseInt(o.getOrDefault("warmup", "10"));
+            for (int n = 0; n < warmup; n++) {
+                Message msg = new Message(topic, "faultline probe warm-up".getBytes(StandardCharsets.UTF_8));
+                try {
+                    producer.send(msg);
+                } catch (Exception e) {
+                    System.err.println("faultline probe: warm-up send failed: " + e);
+                }
+            }
+            table.clear();
             RouteWatcher routes = null;
             if (Boolean.parseBoolean(o.getOrDefault("routes", "false"))) {
                 routes = new RouteWatcher(producer, topic, events, base.get("cluster"), id, pollMs / 2);
