@@ -24,6 +24,7 @@ SERIAL = ("test_outage.py", "test_kafka_clients.py")
 """Modules that time a frozen Kafka broker to the second: one group, never beside each other."""
 
 HEAVIEST = (
+    "test_rocketmq.py",
     "test_kafka_outages.py",
     "test_kafka.py",
     "test_sink_spark.py",
@@ -53,7 +54,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _fetch_jars(config: pytest.Config) -> None:
     """The jars of ``conf/jars/pom.xml`` that the JVM tests run (Spark's Kafka source, Delta
-    Lake, the Kafka broker), fetched once into the cache (``faultline jars fetch``)."""
+    Lake, the Kafka broker, RocketMQ's servers and clients), fetched once into the cache (``faultline jars fetch``)."""
     missing = [name for name in jars.sets() if not jars.folder(name).is_dir()]
     if missing:
         print(f"fetching the jar sets {', '.join(missing)} (faultline jars fetch)", flush=True)

@@ -120,18 +120,17 @@ def _java(classpath: Sequence[Path], home: Path, main: str, *args: str) -> list[
 class Link:
     """One listening address forwarded to a target. ``delay_ms`` holds back every byte coming
     from the target (a broker that answers slowly); ``cut`` stops passing bytes either way while
-    keeping the connections open (the peer hears nothing); ``refused`` resets every connection
-    and every new one (the peer is unreachable); ``on_request`` is called with each RocketMQ
-    request code the client sends."""
+    keeping the connections open (the peer hears nothing); :meth:`Proxy.refuse` resets them and
+    stops listening; ``on_request`` is called with each RocketMQ request code the client sends."""
 
     def __init__(self, listen: tuple[str, int], target: tuple[str, int]) -> None:
         self.listen = listen
         self.target = target
         self.delay_ms = 0
         self.cut = False
-        self.refused = False
         self.on_request: Callable[[int], None] | None = None
         self.open: set[asyncio.StreamWriter] = set()
+        self.server: asyncio.base_events.Server | None = None
 
 
 class Proxy:
@@ -141,23 +140,21 @@ class Proxy:
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True, name="proxy")
         self._thread.start()
-        self._servers: list[asyncio.base_events.Server] = []
+        self._links: list[Link] = []
 
     def add(self, link: Link) -> Link:
-        async def serve() -> asyncio.base_events.Server:
-            return await asyncio.start_server(
-                lambda r, w: self._connect(link, r, w), *link.listen, reuse_address=True
-            )
-
-        self._servers.append(asyncio.run_coroutine_threadsafe(serve(), self.loop).result(10))
+        self._links.append(link)
+        asyncio.run_coroutine_threadsafe(self._listen(link), self.loop).result(10)
         return link
+
+    async def _listen(self, link: Link) -> None:
+        link.server = await asyncio.start_server(
+            lambda r, w: self._connect(link, r, w), *link.listen, reuse_address=True
+        )
 
     async def _connect(
         self, link: Link, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
-        if link.refused:
-            writer.transport.abort()
-            return
         try:
             up_reader, up_writer = await asyncio.open_connection(*link.target)
         except OSError:
@@ -202,20 +199,24 @@ class Proxy:
             writer.close()
 
     def refuse(self, link: Link, refused: bool) -> None:
-        """Reset the link's connections and refuse new ones (or take them again)."""
+        """Reset the link's connections and stop listening (or listen again)."""
 
-        def apply() -> None:
-            link.refused = refused
-            if refused:
+        async def apply() -> None:
+            if refused and link.server is not None:
+                link.server.close()
+                link.server = None
                 for writer in list(link.open):
                     writer.transport.abort()
+            elif not refused and link.server is None:
+                await self._listen(link)
 
-        self.loop.call_soon_threadsafe(apply)
+        asyncio.run_coroutine_threadsafe(apply(), self.loop).result(10)
 
     def close(self) -> None:
         async def stop() -> None:
-            for server in self._servers:
-                server.close()
+            for link in self._links:
+                if link.server is not None:
+                    link.server.close()
 
         with contextlib.suppress(Exception):
             asyncio.run_coroutine_threadsafe(stop(), self.loop).result(5)
@@ -381,7 +382,8 @@ class Broker:
             link.delay_ms = delay_ms
 
     def unreachable(self, refused: bool = True) -> None:
-        """Producers' connections to the broker are reset and new ones refused (or taken again);
+        """Producers' connections to the broker are reset and new ones refused (or taken again:
+        a connection refused fails at once, where RocketMQ waits out a reset one);
         the broker itself and its heartbeats are untouched: a partition between producers and
         broker."""
         for link in self.client_links:
@@ -536,7 +538,7 @@ def testbed(data: Path | None = None, brokers: int = 3) -> Iterator[Testbed]:
 def probe_jar() -> Path:
     """The producers' jar (``java/probe``), built by Maven into the jar cache when its sources
     changed."""
-    sources = sorted(PROBE_POM.parent.rglob("*.java")) + [PROBE_POM]
+    sources = [*sorted(PROBE_POM.parent.rglob("*.java")), PROBE_POM]
     digest = jars.digest(sources)
     target = jars.cache() / f"probe-{digest}"
     jar = target / "faultline-probe.jar"
