@@ -35,6 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+POLL_MS = 1_000
+"""How often the producers ask the NameServer for routes (``pollNameServerInterval``): a producer
+may hold a route up to this long before or after the run's route events show it."""
 TOLERANCE_MS = 5
 """How far apart faultline's times and the real client's may be. faultline takes an attempt's time
 from the hook's After; the client reads its own clock once more, after the hook, when it updates
@@ -73,6 +76,9 @@ class Record:
 EXPLAINED = {
     "first-send": "the JVM's first send to a broker: RocketMQ's clock starts before the hook's "
     "Before, and the client loads classes in between (tens of ms, once)",
+    "index": "a retry that went on round-robin from the queue that failed, where faultline's "
+    "index is its own seeded draw: it does not take the producer's index from the failed "
+    "attempt's queue yet",
     "clock-bracket": "the client's latency is the longer and the isolation the same: its own clock "
     "reads bracket the hook's, so a pause of its JVM between them (GC, JIT, the scheduler on 2 "
     "busy cores) shows in its latency only",
@@ -122,6 +128,9 @@ class Verdict:
     """The largest gap within the tolerance."""
     retries: int = 0
     retry_differences: list[str] = field(default_factory=list)
+    retry_explained: list[str] = field(default_factory=list)
+    """Retries to another broker than faultline's, each to the one RocketMQ's round-robin gives
+    from the failed queue (``index`` of :data:`EXPLAINED`)."""
     retry_queues_differ: int = 0
     """Retries to the broker faultline chose but another of its queues (5.x draws a random index
     for every retry)."""
@@ -196,8 +205,7 @@ def _fault_tables(
         for r in rows[: bisect.bisect_right(times, at)]:
             held[r["broker_name"]] = r
         real = {i["broker_name"]: i for i in snapshot["items"]}
-        route = routes[bisect.bisect_right(route_times, at) - 1] if routes else None
-        in_route = {b["broker_name"] for b in route["brokers"]} if route else set()
+        in_route = _in_route(routes, route_times, at) & _in_route(routes, route_times, at + POLL_MS)
         for broker in sorted(set(real) | set(held)):
             verdict.items += 1
             mine, theirs = held.get(broker), real.get(broker)
@@ -255,10 +263,17 @@ def _fault_tables(
                 verdict.isolated[broker] = max(cause) if cause else at
 
 
+def _in_route(routes: list[dict[str, Any]], times: list[int], at: int) -> set[str]:
+    i = bisect.bisect_right(times, at) - 1
+    return {b["broker_name"] for b in routes[i]["brokers"]} if i >= 0 else set()
+
+
 def _retries(record: Record, tables: Tables, verdict: Verdict) -> None:
     chosen = {
         r["event_id"]: r for r in tables.routing_decisions if r["scope_key"] == record.producer_id
     }
+    reads = [int(t["at"]) for t in record.tables]
+    attempts = {e["event_id"]: e for e in record.attempts}
     for e in record.attempts:
         if e["attempt"] == 0 or e["outcome"] == "CALL_TIMEOUT" or e["mode"] != "SYNC":
             continue
@@ -272,13 +287,38 @@ def _retries(record: Record, tables: Tables, verdict: Verdict) -> None:
                 f"faultline made no routing decision for {before}"
             )
         elif row["selected_broker"] != picked[0]:
-            verdict.retry_differences.append(
+            read = record.tables[max(0, bisect.bisect_right(reads, int(e["event_time"])) - 1)]
+            onward = _round_robin(read, attempts[before], verdict.latency_fault)
+            text = (
                 f"{_when(e['event_time'])} retry {e['event_id']}: the client sent to "
                 f"{picked[0]}:{picked[1]}, faultline chose "
                 f"{row['selected_broker']}:{row['selected_queue_id']} ({row['rule']})"
             )
+            if onward == f"{picked[0]}:{picked[1]}":
+                verdict.retry_explained.append(f"{text} (index)")
+            else:
+                verdict.retry_differences.append(text)
         elif row["selected_queue_id"] != picked[1]:
             verdict.retry_queues_differ += 1
+
+
+def _round_robin(read: dict[str, Any], failed: dict[str, Any], latency_fault: bool) -> str | None:
+    """The queue RocketMQ's round-robin takes after ``failed``: the next of the producer's list
+    (as read before the send) on another broker, and one its table holds available when the
+    latency fault is on."""
+    queues = read.get("queues") or []
+    here = f"{failed['broker_name']}:{failed['queue_id']}"
+    if here not in queues:
+        return None
+    now = int(failed["event_time"])
+    held = {i["broker_name"]: int(i["available_from"]) for i in read["items"]}
+    start = queues.index(here)
+    for k in range(1, len(queues) + 1):
+        queue = queues[(start + k) % len(queues)]
+        broker = queue.split(":")[0]
+        if broker != failed["broker_name"] and (not latency_fault or held.get(broker, 0) <= now):
+            return str(queue)
+    return None
 
 
 def _swaps(record: Record, tables: Tables, verdict: Verdict) -> None:
@@ -497,14 +537,16 @@ def routes(inputs: Path) -> list[dict[str, Any]]:
 def table(verdicts: Sequence[Verdict], isolations: Sequence[tuple[str, int, int | None]]) -> str:
     lines = [
         "| producer | client | mode | latency fault | sends | attempts | table reads compared | "
-        "differences | largest gap | retries | retry differences | queue swaps (real / reported) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "differences | largest gap | retries | retries elsewhere (index) | unexplained | "
+        "queue swaps (real / reported) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for v in verdicts:
         lines.append(
             f"| {v.producer_id} | {v.profile} | {v.mode} | {'on' if v.latency_fault else 'off'} "
             f"| {v.sends} | {v.attempts} | {v.items} | {sum(d.reads for d in v.item_differences)} "
-            f"| {v.largest_gap_ms} ms | {v.retries} | {len(v.retry_differences)} "
+            f"| {v.largest_gap_ms} ms | {v.retries} | {len(v.retry_explained)} "
+            f"| {len(v.unexplained())} "
             f"| {v.swaps} / {v.swaps_reported} |"
         )
     lines.append("")
@@ -554,7 +596,7 @@ def main() -> None:
     for v in verdicts:
         for d in v.item_differences:
             print(f"{v.producer_id}: {d}")
-        for r in v.retry_differences:
+        for r in v.retry_differences + v.retry_explained:
             print(f"{v.producer_id}: {r}")
 
 

@@ -95,9 +95,10 @@ def test_a_frozen_broker_times_sends_out(judged: Judged) -> None:
 def test_an_unreachable_broker_fails_at_once_and_the_send_is_retried(judged: Judged) -> None:
     sends = _during(judged.events(), judged.window("unreachable"))
     failed = [e for e in sends if e["broker_name"] == "broker-a" and e["outcome"] != "SEND_OK"]
-    assert failed and all(e["latency_ms"] < 1_000 for e in failed if e["mode"] == "SYNC")
+    refused = [e for e in failed if e["mode"] == "SYNC" and e["latency_ms"] < 1_000]
+    assert refused  # a request already sent when the connection was reset waits out its timeout
     retried = {e["message_id"] for e in sends if e["attempt"] > 0 and e["outcome"] == "SEND_OK"}
-    assert retried & {e["message_id"] for e in failed}
+    assert retried & {e["message_id"] for e in refused}
 
 
 def test_the_nameserver_drops_a_killed_broker_and_takes_it_back(judged: Judged) -> None:
@@ -111,6 +112,9 @@ def test_the_nameserver_drops_a_killed_broker_and_takes_it_back(judged: Judged) 
 def test_a_broker_without_heartbeats_leaves_the_route_and_faultline_sees_it(
     judged: Judged,
 ) -> None:
+    """The broker's requests to the NameServer go unanswered; the broker closes the connection
+    after a timed-out one, and the NameServer drops a broker whose connection closed at once,
+    without waiting out ``heartbeat_timeout``."""
     start, end = judged.window("heartbeat")
     beats = [h["event_time"] for h in judged.heartbeats if h["broker_name"] == "broker-b"]
     assert not [t for t in beats if start + 1_000 < t < end]
@@ -121,7 +125,7 @@ def test_a_broker_without_heartbeats_leaves_the_route_and_faultline_sees_it(
         if start <= r["event_time"] <= end
         and "broker-b" not in {b["broker_name"] for b in r["brokers"]}
     ]
-    assert gone and gone[0] - start >= rocketmq.HEARTBEAT_TIMEOUT_MS
+    assert gone
     expired = [
         r
         for r in judged.tables.broker_decisions
@@ -158,12 +162,10 @@ def test_async_producers_are_recorded_and_judged(judged: Judged, profile: str) -
     assert "async-retry" in {d.kind for d in verdict.item_differences}
 
 
-def test_every_retry_of_a_latency_fault_producer_went_where_faultline_said(
-    judged: Judged,
-) -> None:
-    """A producer with its latency fault off retries where its round-robin index points next;
-    faultline does not take that index from the failed attempt's queue yet (README)."""
-    sync = [v for v in judged.verdicts if v.mode == "SYNC" and v.latency_fault]
+def test_every_retry_went_where_faultline_or_the_round_robin_said(judged: Judged) -> None:
+    """A retry goes to faultline's broker, or to the one RocketMQ's round-robin gives from the
+    failed queue where faultline's own index points elsewhere (``index``, README)."""
+    sync = [v for v in judged.verdicts if v.mode == "SYNC"]
     assert {v.profile for v in sync if v.retries} == set(rocketmq.CLIENTS)
     assert [r for v in sync for r in v.retry_differences] == []
     assert judged.verdict("rocketmq-4.9", on=False).retries >= 3
