@@ -54,7 +54,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _fetch_jars(config: pytest.Config) -> None:
     """The jars of ``conf/jars/pom.xml`` that the JVM tests run (Spark's Kafka source, Delta
-    Lake, the Kafka broker, RocketMQ's servers and clients), fetched once into the cache (``faultline jars fetch``)."""
+    Lake, the Kafka broker, RocketMQ's servers and clients), fetched once into the cache
+    (``faultline jars fetch``)."""
     missing = [name for name in jars.sets() if not jars.folder(name).is_dir()]
     if missing:
         print(f"fetching the jar sets {', '.join(missing)} (faultline jars fetch)", flush=True)

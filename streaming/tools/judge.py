@@ -38,6 +38,8 @@ from typing import Any
 POLL_MS = 1_000
 """How often the producers ask the NameServer for routes (``pollNameServerInterval``): a producer
 may hold a route up to this long before or after the run's route events show it."""
+DISPATCH_MS = 2
+"""An update with at most this latency is an ASYNC dispatch report (the send only left)."""
 TOLERANCE_MS = 5
 """How far apart faultline's times and the real client's may be. faultline takes an attempt's time
 from the hook's After; the client reads its own clock once more, after the hook, when it updates
@@ -79,12 +81,20 @@ EXPLAINED = {
     "index": "a retry that went on round-robin from the queue that failed, where faultline's "
     "index is its own seeded draw: it does not take the producer's index from the failed "
     "attempt's queue yet",
-    "clock-bracket": "the client's latency is the longer and the isolation the same: its own clock "
-    "reads bracket the hook's, so a pause of its JVM between them (GC, JIT, the scheduler on 2 "
-    "busy cores) shows in its latency only",
+    "clock-bracket": "the client's latency is the longer, the isolation the same: its clock reads "
+    "bracket the hook's, so a pause of its JVM between them (GC, JIT, the scheduler on 2 busy "
+    "cores) lengthens only its own",
+    "async-order": "ASYNC, the isolation the same, another latency: the client times a request "
+    "from its own start to its answer (the hook from the send's dispatch to the callback), and "
+    "the callbacks of sends in flight together update the table in their own order, after the "
+    "hook that gave faultline the event",
     "4.x-selection": "RocketMQ 4.x's selection removed the broker from the fault table "
     "(pickOneAtLeast picked it while every broker was isolated, and the route no longer had it); "
     "faultline runs the selection only for retries",
+    "async-dispatch": "the client's last update is an ASYNC send's dispatch report (latency "
+    "about 0), made when the send left; faultline applies it at the send's result, just before "
+    "it: stamped earlier, it could land behind rows an earlier batch wrote, and the tables would "
+    "depend on where batches are cut",
     "async-retry": "an ASYNC send that failed and was retried inside the client's callback: "
     "the client updated its table for each attempt, no hook saw the retries, and the callback's "
     "hook reports the first attempt's queue with the whole send's time",
@@ -216,9 +226,13 @@ def _fault_tables(
                     f"{'holds' if mine else 'lacks'} one"
                 )
                 gone = theirs is None and broker not in in_route
-                kind = (
-                    "4.x-selection" if gone and verdict.profile != "rocketmq-5" else "unexplained"
-                )
+                if gone and verdict.profile != "rocketmq-5":
+                    kind = "4.x-selection"
+                elif mine is None and verdict.mode == "ASYNC":
+                    dispatch = theirs is not None and int(theirs["latency_ms"]) <= DISPATCH_MS
+                    kind = "async-dispatch" if dispatch else "async-retry"
+                else:
+                    kind = "unexplained"
             else:
                 gaps = (
                     abs(int(mine["latency_ms"]) - int(theirs["latency_ms"])),
@@ -234,11 +248,14 @@ def _fault_tables(
                     )
                     if mine["event_id"] == first_attempt.get(broker):
                         kind = "first-send"
-                    elif (
-                        int(theirs["latency_ms"]) > int(mine["latency_ms"])
-                        and gaps[1] <= TOLERANCE_MS
+                    elif gaps[1] <= TOLERANCE_MS and verdict.mode == "ASYNC":
+                        kind = "async-order"
+                    elif gaps[1] <= TOLERANCE_MS and int(theirs["latency_ms"]) > int(
+                        mine["latency_ms"]
                     ):
                         kind = "clock-bracket"
+                    elif verdict.mode == "ASYNC" and int(theirs["latency_ms"]) <= DISPATCH_MS:
+                        kind = "async-dispatch"
                     elif verdict.mode == "ASYNC" and (
                         int(theirs["available_from"]) > int(mine["available_from"])
                         or mine["outcome"] != "SEND_OK"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import itertools
 import json
 from pathlib import Path
@@ -146,6 +147,20 @@ def test_5x_running_maxima_of_many_brokers_at_once_equal_one_broker_at_a_time(
 DATA = Path(__file__).parent / "data"
 
 
+def _routes(pub: dict[str, Any]) -> dict[str, str]:
+    return {key: info.route for key, info in pub.items()}
+
+
+def _publishing(state: Any, old: Any) -> Any:
+    """``state`` with the producers' queue lists and round-robin indexes of ``old``: the index a
+    retry takes is, since the real clients judged faultline, that of the queue that failed, so a
+    run from the start holds other indexes (and 4.x's rewrites that follow them) than the ones an
+    old version saved; both must resume the same from the same."""
+    for pid, producer in state.producers.items():
+        producer.pub = copy.deepcopy(old.producers[pid].pub)
+    return state
+
+
 def test_a_version_2_checkpoint_resumes_as_if_this_version_had_written_it() -> None:
     """``quick-900-v2.json``: the state faultline's version 2 engine (commit 066e226) left after
     the quick scenario's first 900 events. Read now, it is converted (routes become digests, publish
@@ -161,7 +176,7 @@ def test_a_version_2_checkpoint_resumes_as_if_this_version_had_written_it() -> N
     assert converted.producers.keys() == ours.producers.keys() == {"p-5", "p-47", "p-49"}
     for pid, producer in converted.producers.items():
         assert all(len(p.route) == 24 for p in producer.pub.values())  # a digest
-        assert producer.pub == ours.producers[pid].pub
+        assert _routes(producer.pub) == _routes(ours.producers[pid].pub)
         # the last send is not known before version 4: the upgrade's clock stands in for it
         assert converted.clock is not None
         assert producer.last == converted.clock >= ours.producers[pid].last
@@ -173,8 +188,9 @@ def test_a_version_2_checkpoint_resumes_as_if_this_version_had_written_it() -> N
     }
     assert converted.recorded == {} != ours.recorded
     rest = frame(rows[900:])
+    resumed = _publishing(engine.loads(engine.dumps(ours)), converted)
     after_v2 = engine.advance("c", converted, rest, config)
-    after_v3 = engine.advance("c", engine.loads(engine.dumps(ours)), rest, config)
+    after_v3 = engine.advance("c", resumed, rest, config)
     recorded = after_v2.tables.pop("routes").to_pylist()
     first = rest.sort_values(["event_time", "event_id"]).iloc[0]
     assert [(r["topic"], r["route"], r["effective_at"], r["cause_event_id"]) for r in recorded] == [
@@ -239,10 +255,12 @@ def test_a_version_4_checkpoint_resumes_as_if_this_version_had_written_it() -> N
     assert len(converted.seen) == sum(map(len, old["seen"].values())) == len(ours.seen)
     assert converted.transactions == ours.transactions and len(converted.transactions) == 4
     assert converted.schedule == ours.schedule
-    assert converted.tables == ours.tables and converted.producers == ours.producers
+    assert converted.tables == ours.tables
+    assert _publishing(engine.loads(engine.dumps(ours)), converted).producers == converted.producers
     rest = frame(rows[900:])
+    resumed = _publishing(engine.loads(engine.dumps(ours)), converted)
     after_v4 = engine.advance("c", converted, rest, config)
-    after_v5 = engine.advance("c", engine.loads(engine.dumps(ours)), rest, config)
+    after_v5 = engine.advance("c", resumed, rest, config)
     # version 4 recorded no route: the routes in force are recorded at the first event after
     assert {r["topic"] for r in after_v4.tables.pop("routes").to_pylist()} == set(ours.recorded)
     assert after_v4.state.recorded == after_v5.state.recorded
