@@ -404,7 +404,7 @@ class TransactionsConfig(_Strict):
 
     broker_release: str | None = None
     """The brokers' RocketMQ release (``5.3.3``, ``5.1.0``, ``4.9.7``, or ``develop``), where it
-    is not the one each message's client profile follows (``develop`` for ``rocketmq-5``)."""
+    is not the one each message's client profile follows (``5.3.3`` for ``rocketmq-5``)."""
     transaction_timeout: Duration | None = None
     """``transactionTimeOut``: a half message younger than this is not checked."""
     check_max: NonNegativeInt | None = None

@@ -78,12 +78,14 @@ class Record:
 EXPLAINED = {
     "first-send": "the JVM's first send to a broker: RocketMQ's clock starts before the hook's "
     "Before, and the client loads classes in between (tens of ms, once)",
-    "index": "a retry that went on round-robin from the queue that failed, where faultline's "
-    "index is its own seeded draw: it does not take the producer's index from the failed "
-    "attempt's queue yet",
-    "clock-bracket": "the client's latency is the longer, the isolation the same: its clock reads "
-    "bracket the hook's, so a pause of its JVM between them (GC, JIT, the scheduler on 2 busy "
-    "cores) lengthens only its own",
+    "index": "a retry that went on round-robin from the queue that failed while faultline's index "
+    "pointed elsewhere (the failed queue was not one place in the producer's list)",
+    "5.x-reset": "5.x draws a SYNC retry's index afresh at random (resetIndex): the client's "
+    "broker passed the same filter as faultline's seeded draw (available, not the one that "
+    "failed)",
+    "clock-bracket": "the client's latency is the longer, and the time it is available again later "
+    "by no more than that, in the same band: its clock reads bracket the hook's, so a pause of its "
+    "JVM between them (GC, JIT, the scheduler on 2 busy cores) lengthens only its own",
     "async-order": "ASYNC, the isolation the same, another latency: the client times a request "
     "from its own start to its answer (the hook from the send's dispatch to the callback), and "
     "the callbacks of sends in flight together update the table in their own order, after the "
@@ -250,9 +252,7 @@ def _fault_tables(
                         kind = "first-send"
                     elif gaps[1] <= TOLERANCE_MS and verdict.mode == "ASYNC":
                         kind = "async-order"
-                    elif gaps[1] <= TOLERANCE_MS and int(theirs["latency_ms"]) > int(
-                        mine["latency_ms"]
-                    ):
+                    elif _bracketed(theirs, mine):
                         kind = "clock-bracket"
                     elif verdict.mode == "ASYNC" and int(theirs["latency_ms"]) <= DISPATCH_MS:
                         kind = "async-dispatch"
@@ -278,6 +278,15 @@ def _fault_tables(
             ):
                 cause = [t for t in by_broker[broker] if t <= at]
                 verdict.isolated[broker] = max(cause) if cause else at
+
+
+def _bracketed(theirs: dict[str, Any], mine: dict[str, Any]) -> bool:
+    """The client's reads of its clock bracket the hook's: its latency is longer by the pauses
+    before the hook's Before and after its After, and its update (hence the time it is available
+    again) later by the pause after the After alone, in the same latency band."""
+    longer = int(theirs["latency_ms"]) - int(mine["latency_ms"])
+    later = int(theirs["available_from"]) - int(mine["available_from"])
+    return longer > 0 and -1 <= later <= longer + 1
 
 
 def _in_route(routes: list[dict[str, Any]], times: list[int], at: int) -> set[str]:
@@ -313,10 +322,19 @@ def _retries(record: Record, tables: Tables, verdict: Verdict) -> None:
             )
             if onward == f"{picked[0]}:{picked[1]}":
                 verdict.retry_explained.append(f"{text} (index)")
+            elif verdict.profile == "rocketmq-5" and _passes_5(read, attempts[before], picked[0]):
+                verdict.retry_explained.append(f"{text} (5.x-reset)")
             else:
                 verdict.retry_differences.append(text)
         elif row["selected_queue_id"] != picked[1]:
             verdict.retry_queues_differ += 1
+
+
+def _passes_5(read: dict[str, Any], failed: dict[str, Any], broker: str) -> bool:
+    """5.x starts a SYNC retry's index afresh at random (``resetIndex``): any queue of another
+    broker that the producer's table holds available is RocketMQ's choice as much as any other."""
+    held = {i["broker_name"]: int(i["available_from"]) for i in read["items"]}
+    return broker != failed["broker_name"] and held.get(broker, 0) <= int(failed["event_time"])
 
 
 def _round_robin(read: dict[str, Any], failed: dict[str, Any], latency_fault: bool) -> str | None:

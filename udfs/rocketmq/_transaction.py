@@ -97,9 +97,13 @@ class TransactionConfig:
 
 
 DEVELOP = "develop"
-"""The broker release of the ``rocketmq-5`` profile: RocketMQ's develop branch (``@HEAD``)."""
+"""RocketMQ's develop branch (``@HEAD``), newer than any release: a broker built from it is
+named so."""
 LAST_RELEASE = (5, 3, 3)
 """The newest release faultline knows the transactions of."""
+NEWEST = ".".join(map(str, LAST_RELEASE))
+"""The broker release of the ``rocketmq-5`` profile: :data:`LAST_RELEASE`, the one its users run
+(the develop branch changed the first check after it, apache/rocketmq #9487)."""
 _RELEASE = re.compile(r"(\d+)\.(\d+)\.(\d+)")
 
 
@@ -132,7 +136,7 @@ def transaction_config(
     file_reserved_ms: int | None = None,
 ) -> TransactionConfig:
     """The broker defaults of a release (``release``: ``"5.3.3"``, ``"4.9.7"``, ``develop``; by
-    default ``develop`` for the 5.x profile, and 4.x's for the others), with any of them
+    default :data:`NEWEST` for the 5.x profile, and 4.x's for the others), with any of them
     overridden.
 
     >>> from udfs.rocketmq import PROFILES
@@ -145,7 +149,7 @@ def transaction_config(
     (60000, False, False)
     """
     if release is None:
-        release = DEVELOP if profile.line == "5" else "4.9.7"
+        release = NEWEST if profile.line == "5" else "4.9.7"
     version = broker_release(release)
     newer = version is None or version >= (5, 1, 1)  # #6401: the 30 s interval, late ends refused
     base = TransactionConfig(
