@@ -38,8 +38,6 @@ from typing import Any
 POLL_MS = 1_000
 """How often the producers ask the NameServer for routes (``pollNameServerInterval``): a producer
 may hold a route up to this long before or after the run's route events show it."""
-DISPATCH_MS = 2
-"""An update with at most this latency is an ASYNC dispatch report (the send only left)."""
 TOLERANCE_MS = 5
 """How far apart faultline's times and the real client's may be. faultline takes an attempt's time
 from the hook's After; the client reads its own clock once more, after the hook, when it updates
@@ -93,10 +91,10 @@ EXPLAINED = {
     "4.x-selection": "RocketMQ 4.x's selection removed the broker from the fault table "
     "(pickOneAtLeast picked it while every broker was isolated, and the route no longer had it); "
     "faultline runs the selection only for retries",
-    "async-dispatch": "the client's last update is an ASYNC send's dispatch report (latency "
-    "about 0), made when the send left; faultline applies it at the send's result, just before "
-    "it: stamped earlier, it could land behind rows an earlier batch wrote, and the tables would "
-    "depend on where batches are cut",
+    "async-dispatch": "an ASYNC send to the broker was out: the client updated its table when the "
+    "send left (its dispatch report, latency about 0); faultline applies that report at the "
+    "send's result, just before it: stamped earlier, it could land behind rows an earlier batch "
+    "wrote, and the tables would depend on where batches are cut",
     "async-retry": "an ASYNC send that failed and was retried inside the client's callback: "
     "the client updated its table for each attempt, no hook saw the retries, and the callback's "
     "hook reports the first attempt's queue with the whole send's time",
@@ -205,10 +203,14 @@ def _fault_tables(
     )
     times = [int(r["event_time"]) for r in rows]
     first_attempt: dict[str, str] = {}
+    spans: dict[str, list[tuple[int, int]]] = defaultdict(list)
     by_broker: dict[str, list[int]] = defaultdict(list)
     for e in record.attempts:
         first_attempt.setdefault(e["broker_name"], e["event_id"])
         by_broker[e["broker_name"]].append(int(e["event_time"]))
+        spans[e["broker_name"]].append(
+            (int(e["event_time"]) - int(e["latency_ms"]), int(e["event_time"]))
+        )
     route_times = [int(r["event_time"]) for r in routes]
     open_: dict[str, Difference] = {}
     for snapshot in record.tables:
@@ -231,8 +233,8 @@ def _fault_tables(
                 if gone and verdict.profile != "rocketmq-5":
                     kind = "4.x-selection"
                 elif mine is None and verdict.mode == "ASYNC":
-                    dispatch = theirs is not None and int(theirs["latency_ms"]) <= DISPATCH_MS
-                    kind = "async-dispatch" if dispatch else "async-retry"
+                    flying = _in_flight(spans[broker], at)
+                    kind = "async-dispatch" if flying else "async-retry"
                 else:
                     kind = "unexplained"
             else:
@@ -250,17 +252,10 @@ def _fault_tables(
                     )
                     if mine["event_id"] == first_attempt.get(broker):
                         kind = "first-send"
-                    elif gaps[1] <= TOLERANCE_MS and verdict.mode == "ASYNC":
-                        kind = "async-order"
+                    elif verdict.mode == "ASYNC":
+                        kind = _async_kind(theirs, mine, at, _in_flight(spans[broker], at))
                     elif _bracketed(theirs, mine):
                         kind = "clock-bracket"
-                    elif verdict.mode == "ASYNC" and int(theirs["latency_ms"]) <= DISPATCH_MS:
-                        kind = "async-dispatch"
-                    elif verdict.mode == "ASYNC" and (
-                        int(theirs["available_from"]) > int(mine["available_from"])
-                        or mine["outcome"] != "SEND_OK"
-                    ):
-                        kind = "async-retry"
                     else:
                         kind = "unexplained"
             previous = open_.get(broker)
@@ -278,6 +273,24 @@ def _fault_tables(
             ):
                 cause = [t for t in by_broker[broker] if t <= at]
                 verdict.isolated[broker] = max(cause) if cause else at
+
+
+def _async_kind(theirs: dict[str, Any], mine: dict[str, Any], at: int, flying: bool) -> str:
+    """Why an ASYNC producer's item differs from faultline's (:data:`EXPLAINED`)."""
+    if int(theirs["available_from"]) > max(int(mine["available_from"]), at):
+        return "async-retry"  # an isolation the client made for an attempt no hook reported
+    if flying:
+        return "async-dispatch"  # a send to the broker had left and not come back
+    if abs(int(theirs["available_from"]) - int(mine["available_from"])) <= TOLERANCE_MS:
+        return "async-order"
+    if int(theirs["available_from"]) > int(mine["available_from"]) or mine["outcome"] != "SEND_OK":
+        return "async-retry"  # the client updated the broker later than any attempt reported
+    return "unexplained"
+
+
+def _in_flight(spans: list[tuple[int, int]], at: int) -> bool:
+    """Whether a send recorded on these (dispatch, result) spans was out at ``at``."""
+    return any(start <= at < end for start, end in spans)
 
 
 def _bracketed(theirs: dict[str, Any], mine: dict[str, Any]) -> bool:
@@ -572,7 +585,7 @@ def routes(inputs: Path) -> list[dict[str, Any]]:
 def table(verdicts: Sequence[Verdict], isolations: Sequence[tuple[str, int, int | None]]) -> str:
     lines = [
         "| producer | client | mode | latency fault | sends | attempts | table reads compared | "
-        "differences | largest gap | retries | retries elsewhere (index) | unexplained | "
+        "differences | largest gap | retries | retries elsewhere, explained | unexplained | "
         "queue swaps (real / reported) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
