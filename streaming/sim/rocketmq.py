@@ -15,12 +15,13 @@ faults:
   (each one a ``heartbeat`` event, :attr:`Testbed.heartbeats`) and can stop passing them
   (:meth:`Broker.stop_heartbeats`) without touching the broker or its producers;
 * the broker's JVM itself can be frozen (SIGSTOP, :meth:`Broker.freeze`), thawed, killed and
-  started again on its store.
+  started again on its store;
+* producers' connections to it can be reset and refused (:meth:`Broker.unreachable`).
 
-A broker dropped by the NameServer takes ``heartbeat_timeout_ms`` after its last heartbeat and
-the NameServer's next scan (every 5 s in 5.x): the brokers run with ``enableSlaveActingMaster``, so
-that they send a heartbeat every second and the NameServer honours their own timeout, which the
-testbed sets shorter than the 120 s default so that a test need not wait two minutes.
+The brokers run with ``enableSlaveActingMaster``, so that they send the NameServer a heartbeat
+every second and the NameServer keeps each :data:`HEARTBEAT_TIMEOUT_MS` after its last (RocketMQ's
+default: 120 s). A broker whose NameServer requests go unanswered closes the connection after one
+times out, and the NameServer drops a broker whose connection closed at once.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -52,15 +54,28 @@ CLIENTS = ("rocketmq-4.7", "rocketmq-4.9", "rocketmq-5")
 NAMESRV_MAIN = "org.apache.rocketmq.namesrv.NamesrvStartup"
 BROKER_MAIN = "org.apache.rocketmq.broker.BrokerStartup"
 PROBE_MAIN = "org.faultline.probe.Probe"
+CONSUMER_MAIN = "org.faultline.probe.Consumer"
 PROBE_POM = Path(__file__).resolve().parents[2] / "java" / "probe" / "pom.xml"
 CLUSTER = "DefaultCluster"
 TOPIC = "faultline-probe"
+TX_TOPIC = "faultline-tx"
+"""The transactional producers' and the consumer's topic."""
 QUEUES = 4
 HEARTBEAT_TIMEOUT_MS = 10_000
 """How long the NameServer keeps a broker after its last heartbeat (RocketMQ's default: 120 s)."""
 SCAN_INTERVAL_MS = 5_000
 """How often the NameServer looks for brokers to drop (5.x's ``scanNotActiveBrokerInterval``)."""
 READY_S = 60.0
+ROUTE_POLL_S = 0.5
+TRANSACTION_TIMEOUT_MS = 2_000
+TRANSACTION_CHECK_INTERVAL_MS = 2_000
+TRANSACTION_CHECK_MAX = 3
+"""The brokers' transaction checks (``transactionTimeOut``, ``transactionCheckInterval``,
+``transactionCheckMax``; RocketMQ's defaults are 6 s, 30 s and 15): a message no end settles is
+checked within seconds and discarded after three checks."""
+DELAY_LEVELS = " ".join(f"{n}s" for n in range(1, 19))
+"""The brokers' ``messageDelayLevel``: level n waits n seconds (RocketMQ's default waits 10 s for
+a first consumer retry, 30 s for the second)."""
 JVM = [
     "-Xms128m",
     "-Xmx256m",
@@ -89,8 +104,16 @@ BROKER_SETTINGS = {
     "skipPreOnline": "true",
     "brokerNotActiveTimeoutMillis": str(HEARTBEAT_TIMEOUT_MS),
     "registerNameServerPeriod": "10000",
+    "transactionTimeOut": str(TRANSACTION_TIMEOUT_MS),
+    "transactionCheckInterval": str(TRANSACTION_CHECK_INTERVAL_MS),
+    "transactionCheckMax": str(TRANSACTION_CHECK_MAX),
+    # the ends reach the op queue within 100 ms (3 s by default, shorter than the default
+    # transactionTimeOut of 6 s but not than the testbed's 2 s: a check would find no end yet)
+    "transactionOpBatchInterval": "100",
+    "messageDelayLevel": DELAY_LEVELS,
 }
-"""A small broker for tests: 64 MB commit-log files, a small index, no timer wheel."""
+"""A small broker for tests: 64 MB commit-log files, a small index, no timer wheel, and checks
+and delays of seconds."""
 REGISTER_CODES = {103: "register", 322: "heartbeat", 904: "heartbeat"}
 """The NameServer requests that keep a broker alive: REGISTER_BROKER, QUERY_DATA_VERSION (what
 a 5.x broker sends every second when it talks to a NameServer of any version) and
@@ -256,6 +279,55 @@ class _Frames:
         return codes
 
 
+# --- the NameServer's routes ------------------------------------------------------------------
+
+GET_ROUTEINFO_BY_TOPIC = 105
+_LONG_KEYS = re.compile(r"([{,])\s*(-?\d+)\s*:")
+
+
+def route_of(namesrv: tuple[str, int], topic: str, timeout: float = 3.0) -> list[dict[str, object]]:
+    """The topic's route as the NameServer gives it to producers (one ``GET_ROUTEINFO_BY_TOPIC``
+    request in RocketMQ's remoting protocol, JSON): each broker with a master address and its
+    write queues and permission, by name, as ``topicRouteData2TopicPublishInfo`` keeps them; []
+    when the NameServer knows no broker of the topic. Raises ``OSError`` when it does not answer."""
+    header = json.dumps(
+        {
+            "code": GET_ROUTEINFO_BY_TOPIC,
+            "language": "PYTHON",
+            "version": 0,
+            "opaque": 1,
+            "flag": 0,
+            "extFields": {"topic": topic},
+        }
+    ).encode()
+    with socket.create_connection(namesrv, timeout=timeout) as conn:
+        conn.sendall((4 + len(header)).to_bytes(4, "big") + len(header).to_bytes(4, "big") + header)
+        length = int.from_bytes(_read(conn, 4), "big")
+        frame = _read(conn, length)
+    size = int.from_bytes(frame[1:4], "big")
+    answer = json.loads(frame[4 : 4 + size])
+    if answer["code"] != 0:  # TOPIC_NOT_EXIST: no broker holds it now
+        return []
+    # fastjson writes a map's number keys bare ({0:"127.0.0.2:10911"}): quote them
+    data = json.loads(_LONG_KEYS.sub(r'\1"\2":', frame[4 + size :].decode()))
+    masters = {b["brokerName"] for b in data["brokerDatas"] if "0" in b.get("brokerAddrs", {})}
+    return [
+        {"broker_name": q["brokerName"], "write_queue_nums": q["writeQueueNums"], "perm": q["perm"]}
+        for q in sorted(data["queueDatas"], key=lambda q: q["brokerName"])
+        if q["brokerName"] in masters
+    ]
+
+
+def _read(conn: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = conn.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError("the NameServer closed the connection")
+        data += chunk
+    return data
+
+
 # --- the cluster -------------------------------------------------------------------------------
 
 
@@ -320,7 +392,6 @@ class Broker:
             "listenPort": str(self.port),
             "storePathRootDir": str(store),
             "storePathCommitLog": str(store / "commitlog"),
-            **self.testbed.broker_settings,
         }
         conf = home / "broker.conf"
         conf.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
@@ -371,11 +442,6 @@ class Broker:
             self.proc.wait(timeout=30)
             self.proc = None
 
-    def restart(self) -> None:
-        """Start again on the same store (after :meth:`kill`)."""
-        self.kill()
-        self.start()
-
     def slow(self, delay_ms: int) -> None:
         """Every answer of the broker reaches its producers ``delay_ms`` late (0: on time)."""
         for link in self.client_links:
@@ -421,16 +487,20 @@ class Testbed:
 
     data: Path
     brokers_wanted: int = 3
-    topics: dict[str, int] = field(default_factory=lambda: {TOPIC: QUEUES})
-    broker_settings: dict[str, str] = field(default_factory=dict)
+    topics: dict[str, int] = field(default_factory=lambda: {TOPIC: QUEUES, TX_TOPIC: QUEUES})
     brokers: list[Broker] = field(default_factory=list)
     heartbeats: list[dict[str, object]] = field(default_factory=list)
     """One faultline ``heartbeat`` event per registration or heartbeat the NameServer received."""
+    routes: list[dict[str, object]] = field(default_factory=list)
+    """One faultline ``route`` event each time the NameServer's route of a topic changed (asked
+    every :data:`ROUTE_POLL_S`, twice as often as the producers ask)."""
 
     def __post_init__(self) -> None:
         self.proxy = Proxy()
         self.namesrv_port, *heartbeat_ports = free_ports(1 + self.brokers_wanted)
         self.namesrv: subprocess.Popen[bytes] | None = None
+        self._stop = threading.Event()
+        self._watch = threading.Thread(target=self._watch_routes, daemon=True, name="routes")
         self._lock = threading.Lock()
         self._live_at: dict[str, float] = {}
         for i, hb_port in enumerate(heartbeat_ports):
@@ -492,8 +562,31 @@ class Testbed:
             broker.start()
         for broker in self.brokers:
             broker.wait_ready()
+        self._watch.start()
+
+    def _watch_routes(self) -> None:
+        known: dict[str, list[dict[str, object]]] = {}
+        while not self._stop.wait(ROUTE_POLL_S):
+            for topic in self.topics:
+                try:
+                    route = route_of(("127.0.0.1", self.namesrv_port), topic)
+                except (OSError, ValueError):
+                    continue  # a producer keeps the route it had, too
+                if route and route != known.get(topic):
+                    known[topic] = route
+                    self.routes.append(
+                        {
+                            "kind": "route",
+                            "cluster": CLUSTER,
+                            "event_id": f"route-{topic}-{len(self.routes):04d}",
+                            "event_time": int(time.time() * 1000),
+                            "topic": topic,
+                            "brokers": route,
+                        }
+                    )
 
     def close(self) -> None:
+        self._stop.set()
         for broker in self.brokers:
             broker.kill()
         if self.namesrv is not None:
@@ -570,7 +663,7 @@ def probe_jar() -> Path:
 @dataclass
 class Producer:
     """A real producer of ``profile`` (one of :data:`CLIENTS`) running in a JVM of its own; its
-    records are in :attr:`out` once :meth:`wait` returned."""
+    records are in :attr:`out` once :meth:`wait` returned (``streaming.tools.judge.Record``)."""
 
     proc: subprocess.Popen[bytes]
     out: Path
@@ -581,11 +674,6 @@ class Producer:
         if code != 0:
             log = (self.out / "stdout.log").read_text(errors="replace")[-2000:]
             raise RuntimeError(f"producer {self.producer_id} exited with {code}:\n{log}")
-
-    def records(self, name: str) -> list[dict[str, object]]:
-        """The lines of ``events``, ``tables`` or ``sends``."""
-        path = self.out / f"{name}.jsonl"
-        return [json.loads(line) for line in path.read_text().splitlines() if line]
 
 
 def producer(
@@ -599,12 +687,14 @@ def producer(
     rate: float = 20.0,
     duration_ms: int = 10_000,
     timeout_ms: int = 3_000,
-    routes: bool = False,
     topic: str = TOPIC,
+    transactions: bool = False,
+    linger_ms: int = 0,
+    group: str = "faultline-probe",
 ) -> Producer:
-    """Start a producer of ``profile`` sending to ``topic`` for ``duration_ms``."""
-    out.mkdir(parents=True, exist_ok=True)
-    classpath = [probe_jar(), *jars.find(profile, f"a {profile} producer")]
+    """Start a producer of ``profile`` sending to ``topic`` for ``duration_ms``; transactional,
+    it stays ``linger_ms`` more to answer the broker's checks (a broker checks any producer of
+    the message's ``group``: give each transactional producer a group of its own)."""
     args = {
         "namesrv": bed.namesrv_address,
         "topic": topic,
@@ -616,18 +706,50 @@ def producer(
         "rate": str(rate),
         "duration-ms": str(duration_ms),
         "timeout-ms": str(timeout_ms),
-        "routes": str(routes).lower(),
+        "cluster": CLUSTER,
+        "transactions": str(transactions).lower(),
+        "linger-ms": str(linger_ms),
+        "group": group,
+    }
+    return Producer(_probe(PROBE_MAIN, profile, out, args), out, producer_id)
+
+
+def consumer(
+    bed: Testbed,
+    profile: str,
+    group: str,
+    out: Path,
+    *,
+    max_reconsume: int = 2,
+    duration_ms: int = 30_000,
+    topic: str = TOPIC,
+) -> Producer:
+    """Start a push consumer of ``profile`` in ``group`` that asks for retries
+    (``org.faultline.probe.Consumer``: its rule is in its docstring) for ``duration_ms``, then
+    reads the group's DLQ."""
+    args = {
+        "namesrv": bed.namesrv_address,
+        "topic": topic,
+        "group": group,
+        "out": str(out),
+        "max-reconsume": str(max_reconsume),
+        "duration-ms": str(duration_ms),
         "cluster": CLUSTER,
     }
+    return Producer(_probe(CONSUMER_MAIN, profile, out, args), out, group)
+
+
+def _probe(main: str, profile: str, out: Path, args: dict[str, str]) -> subprocess.Popen[bytes]:
+    out.mkdir(parents=True, exist_ok=True)
+    classpath = [probe_jar(), *jars.find(profile, f"a {profile} client")]
     flat = [x for k, v in args.items() for x in (f"--{k}", v)]
-    note_jvm_start(f"rocketmq producer {profile}")
-    proc = subprocess.Popen(
-        _with_parent(_java(classpath, out, PROBE_MAIN, *flat)),
+    note_jvm_start(f"rocketmq {main.rsplit('.', 1)[1].lower()} {profile}")
+    return subprocess.Popen(
+        _with_parent(_java(classpath, out, main, *flat)),
         stdin=subprocess.DEVNULL,
-        stdout=open(out / "stdout.log", "ab"),  # noqa: SIM115 (the child keeps it)
+        stdout=open(out / "stdout.log", "ab"),
         stderr=subprocess.STDOUT,
     )
-    return Producer(proc, out, producer_id)
 
 
 def main() -> None:

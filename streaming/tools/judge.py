@@ -15,6 +15,11 @@ For every producer (one client version, SYNC or ASYNC, ``sendLatencyFaultEnable`
 * **cluster isolations**: every broker a real producer isolated is isolated by faultline's
   cluster scope no later than the first producer did.
 
+Then, on the quiet cluster, transactional producers and a push consumer that asks for retries:
+each half message's checks and end against faultline's ``transactions`` (:func:`judge_checks`),
+each retry the broker delivered to ``%RETRY%`` and each message in its ``%DLQ%`` against
+``redeliveries`` (:func:`judge_retries`).
+
 ``python -m streaming.tools.judge --data DIR`` runs the whole matrix on a fresh testbed (a
 producer of every client version and mode through every kind of fault) and prints the README's
 table.
@@ -34,6 +39,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from streaming.sim import rocketmq
 
 POLL_MS = 1_000
 """How often the producers ask the NameServer for routes (``pollNameServerInterval``): a producer
@@ -141,9 +148,6 @@ class Verdict:
     retry_explained: list[str] = field(default_factory=list)
     """Retries to another broker than faultline's, each to the one RocketMQ's round-robin gives
     from the failed queue (``index`` of :data:`EXPLAINED`)."""
-    retry_queues_differ: int = 0
-    """Retries to the broker faultline chose but another of its queues (5.x draws a random index
-    for every retry)."""
     swaps: int = 0
     swaps_reported: int = 0
     isolated: dict[str, int] = field(default_factory=dict)
@@ -162,6 +166,8 @@ class Tables:
     fault_items: list[dict[str, Any]]
     routing_decisions: list[dict[str, Any]]
     broker_decisions: list[dict[str, Any]]
+    transactions: list[dict[str, Any]]
+    redeliveries: list[dict[str, Any]]
 
     @classmethod
     def read(cls, output: Path) -> Tables:
@@ -170,7 +176,13 @@ class Tables:
         def rows(name: str) -> list[dict[str, Any]]:
             return DeltaTable(str(output / name)).to_pandas().to_dict("records")  # type: ignore[return-value]
 
-        return cls(rows("fault_items"), rows("routing_decisions"), rows("broker_decisions"))
+        return cls(
+            rows("fault_items"),
+            rows("routing_decisions"),
+            rows("broker_decisions"),
+            rows("transactions"),
+            rows("redeliveries"),
+        )
 
 
 def judge(record: Record, tables: Tables, routes: list[dict[str, Any]]) -> Verdict:
@@ -339,8 +351,6 @@ def _retries(record: Record, tables: Tables, verdict: Verdict) -> None:
                 verdict.retry_explained.append(f"{text} (5.x-reset)")
             else:
                 verdict.retry_differences.append(text)
-        elif row["selected_queue_id"] != picked[1]:
-            verdict.retry_queues_differ += 1
 
 
 def _passes_5(read: dict[str, Any], failed: dict[str, Any], broker: str) -> bool:
@@ -403,6 +413,178 @@ def _pristine(queues: Sequence[str]) -> list[str]:
     for q in queues:
         per_broker[q.split(":")[0]] += 1
     return [f"{b}:{i}" for b in sorted(per_broker) for i in range(per_broker[b])]
+
+
+# --- transactions and consumer retries ---------------------------------------------------------
+
+
+@dataclass
+class Checks:
+    """A transactional producer's half messages: the checks its broker sent it against the
+    ``CHECK`` rows faultline wrote, and how each message ended."""
+
+    producer_id: str
+    profile: str
+    transactions: int = 0
+    checks: int = 0
+    """Checks the producer got (the broker's check-backs)."""
+    predicted: int = 0
+    """faultline's ``CHECK`` rows for the same messages."""
+    largest_gap_ms: int = 0
+    ends: dict[str, int] = field(default_factory=dict)
+    """faultline's last state of each message, counted."""
+    differences: list[str] = field(default_factory=list)
+    explained: list[str] = field(default_factory=list)
+    """A check more than the broker made, counted at faultline's wake before the answer to the
+    last real one reached it (the wake's phase and the rounds' second, :func:`check_drift_ms`)."""
+
+
+def judge_checks(record: Record, tables: Tables) -> Checks:
+    """Each half message's checks and end against faultline's ``transactions`` rows: the same
+    end, the same number of checks (the highest ``TRANSACTION_CHECK_TIMES``), and each check
+    within :func:`check_drift_ms` of faultline's row for it."""
+    verdict = Checks(record.producer_id, str(record.setting("client_profile")))
+    real: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    ends: dict[str, str] = {}
+    for e in record.events:
+        if e["kind"] == "transaction_check":
+            real[e["transaction_id"]].append((int(e["check_times"]), int(e["event_time"])))
+        if e["kind"] in ("transaction_check", "transaction_end") and e["local_state"] != "UNKNOW":
+            ends[e["transaction_id"]] = e["local_state"].removesuffix("_MESSAGE")
+    rows: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in tables.transactions:
+        rows[r["transaction_id"]].append(r)
+    for e in record.attempts:
+        if e.get("transaction") != "PREPARED" or e["outcome"] != "SEND_OK":
+            continue
+        tx = e["transaction_id"]
+        verdict.transactions += 1
+        mine = sorted(rows[tx], key=lambda r: (r["effective_at"], r["check_times"]))
+        theirs = sorted(real[tx])
+        verdict.checks += len(theirs)
+        verdict.predicted += sum(1 for r in mine if r["state"] == "CHECK")
+        counted = max((int(r["check_times"]) for r in mine), default=0)
+        checked = max((k for k, _ in theirs), default=0)
+        if counted != checked:
+            text = f"{tx}: the broker checked it {checked} times, faultline counts {counted}"
+            answered = theirs[-1][1] if theirs else None
+            early = [r for r in mine if int(r["check_times"]) > checked]
+            if answered is not None and all(int(r["effective_at"]) <= answered for r in early):
+                verdict.explained.append(f"{text} (its wake came before the answer)")
+            else:
+                verdict.differences.append(text)
+        for k, at in theirs:
+            first = next((r for r in mine if int(r["check_times"]) >= k), None)
+            if first is None:
+                continue
+            gap = at - int(first["effective_at"])
+            verdict.largest_gap_ms = max(verdict.largest_gap_ms, abs(gap))
+            if abs(gap) > check_drift_ms(k):
+                verdict.differences.append(
+                    f"{tx}: check {k} reached the producer at {_when(at)}, faultline's row for "
+                    f"it is at {_when(first['effective_at'])}"
+                )
+        settled = [r["state"] for r in mine if r["state"] in SETTLED]
+        final = settled[-1] if settled else mine[-1]["state"] if mine else "none"
+        verdict.ends[final] = verdict.ends.get(final, 0) + 1
+        expected = ends.get(
+            tx, "DISCARDED" if len(theirs) >= rocketmq.TRANSACTION_CHECK_MAX else ""
+        )
+        if final != expected:
+            verdict.differences.append(
+                f"{tx}: ended {expected or 'unsettled'}, faultline says {final}"
+            )
+    return verdict
+
+
+SETTLED = ("COMMIT", "ROLLBACK", "DISCARDED", "SKIPPED")
+"""The ``transactions`` states that end a half message (an answer faultline reads after it ended
+is a row too)."""
+SLEEP_WHILE_NO_OP_MS = 1_000
+"""A 5.3.3 broker's check round sleeps this long when a half message's op is not in the op queue
+yet (``SLEEP_WHILE_NO_OP``), and its next round begins ``transactionCheckInterval`` after the
+round ends: with a message waiting, its checks come every interval plus a second."""
+
+
+def check_drift_ms(k: int) -> int:
+    """How far the producer may get check ``k`` from faultline's row for it. faultline takes the
+    check service's wakes on the interval's grid from the epoch; the broker's first wake is set by
+    when it started (up to an interval off), each round that finds a missing op lasts a second
+    more, and the check then travels to the producer."""
+    return rocketmq.TRANSACTION_CHECK_INTERVAL_MS + k * SLEEP_WHILE_NO_OP_MS + 500
+
+
+@dataclass
+class Retries:
+    """A push consumer's retries: each message it asked to consume later, where faultline said it
+    would come back (``redeliveries``) against when the broker redelivered it or moved it to the
+    group's DLQ."""
+
+    group: str
+    asked: int = 0
+    redelivered: int = 0
+    to_dlq: int = 0
+    in_dlq: int = 0
+    """Messages the broker's ``%DLQ%`` topic holds."""
+    largest_gap_ms: int = 0
+    levels: dict[int, int] = field(default_factory=dict)
+    differences: list[str] = field(default_factory=list)
+
+
+def judge_retries(folder: Path, tables: Tables) -> Retries:
+    """The consumer of ``folder`` (``org.faultline.probe.Consumer``) against faultline's
+    ``redeliveries``: each retry the broker's delay service delivered to the group's ``%RETRY%``
+    topic within :data:`REDELIVERY_JITTER_MS` of its ``deliver_at``, at the level faultline
+    says, and each message faultline sends to the DLQ in the broker's ``%DLQ%`` topic, and no
+    other."""
+
+    def lines(name: str) -> list[dict[str, Any]]:
+        return [json.loads(x) for x in (folder / f"{name}.jsonl").read_text().splitlines() if x]
+
+    events = [e for e in lines("events") if "key" in e]  # the producers' warm-up has no key
+    stored = {(r["key"], int(r["reconsume_times"])): int(r["store_time"]) for r in lines("retry")}
+    dlq = {r["key"] for r in lines("dlq")}
+    verdict = Retries(str(events[0]["consumer_group"]) if events else "", in_dlq=len(dlq))
+    rows = {(r["message_id"], int(r["attempt_count"])): r for r in tables.redeliveries}
+    predicted_dlq = set()
+    for e in events:
+        if e["status"] != "RECONSUME_LATER":
+            continue
+        verdict.asked += 1
+        key, times = e["key"], int(e["reconsume_times"])
+        row = rows.get((e["message_id"], times + 1))
+        if row is None:
+            verdict.differences.append(f"{key} (retry {times}): faultline redelivers nothing")
+        elif row["dlq"]:
+            verdict.to_dlq += 1
+            predicted_dlq.add(key)
+        else:
+            verdict.redelivered += 1
+            level = int(row["delay_level"])
+            verdict.levels[level] = verdict.levels.get(level, 0) + 1
+            at = stored.get((key, times + 1))
+            if at is None:
+                verdict.differences.append(f"{key} (retry {times}): not in the broker's %RETRY%")
+                continue
+            gap = at - int(row["deliver_at"])
+            verdict.largest_gap_ms = max(verdict.largest_gap_ms, abs(gap))
+            if not -REDELIVERY_JITTER_MS <= gap <= REDELIVERY_JITTER_MS:
+                verdict.differences.append(
+                    f"{key} (retry {times}): the broker delivered it at {_when(at)}, faultline "
+                    f"said {_when(row['deliver_at'])} (level {level})"
+                )
+    for key in sorted(predicted_dlq ^ dlq):
+        where = "the broker's DLQ" if key in dlq else "faultline's"
+        verdict.differences.append(f"{key}: only in {where}")
+    return verdict
+
+
+REDELIVERY_JITTER_MS = 1_000
+"""How far the broker may deliver a retry from faultline's ``deliver_at``: its delay service
+scans each level every 100 ms, and faultline takes the retry's store time from the consumer's own
+result, which reaches the broker a little later (``sendMessageBack``); 2 busy cores add their
+own. (The consumer itself may see a first retry much later: it takes the new ``%RETRY%`` topic's
+queues at its next rebalance, every 20 s.)"""
 
 
 def cluster_isolations(
@@ -477,11 +659,66 @@ class Run:
     folder: Path
     producers: list[Path]
     faults: dict[Fault, tuple[int, int]]
+    transactional: list[Path] = field(default_factory=list)
+    """The transactional producers' folders (:data:`TRANSACTIONAL`)."""
+
+    @property
+    def consumer(self) -> Path:
+        """The consumer's folder (:data:`CONSUMER`)."""
+        return self.folder / "consumer"
 
     @property
     def inputs(self) -> Path:
         """Every event faultline gets: the send results, the routes, the heartbeats."""
         return self.folder / "input"
+
+
+TRANSACTIONAL = ("rocketmq-4.9", "rocketmq-5")
+"""The client versions of the transactional producers (``Transactions`` in ``java/probe``: every
+fourth message commits, the next rolls back, the next commits at its first check, the last is
+never settled)."""
+CONSUMER = ("rocketmq-4.9", "faultline-retry")
+"""(client version, group) of the push consumer that asks for retries (``Consumer`` in
+``java/probe``)."""
+
+
+def _record_quiet(bed: Any, run: Run) -> None:
+    """Transactional producers and a consumer of their topic, once the faults are over: the
+    broker's check-backs, its ``%RETRY%``, ``SCHEDULE_TOPIC_XXXX`` and ``%DLQ%`` traffic."""
+    profile, group = CONSUMER
+    consumer = rocketmq.consumer(
+        bed, profile, group, run.consumer, duration_ms=32_000, topic=rocketmq.TX_TOPIC
+    )
+    _wait_for(run.consumer / "stdout.log", b"started", consumer.proc)
+    time.sleep(2.0)  # its first rebalance takes the topic's queues
+    started = []
+    for profile in TRANSACTIONAL:
+        pid = f"tx-{profile.removeprefix('rocketmq-')}"
+        run.transactional.append(run.folder / pid)
+        started.append(
+            rocketmq.producer(
+                bed,
+                profile,
+                pid,
+                run.folder / pid,
+                rate=4,
+                duration_ms=6_000,
+                topic=rocketmq.TX_TOPIC,
+                transactions=True,
+                linger_ms=12_000,
+                group=pid.replace(".", "_") + "-group",  # a group name takes no dot
+            )
+        )
+    for p in [*started, consumer]:
+        p.wait()
+
+
+def _wait_for(log: Path, text: bytes, proc: Any, limit: float = 60.0) -> None:
+    deadline = time.monotonic() + limit
+    while not (log.exists() and text in log.read_bytes()):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"{log.parent.name} did not start; see {log}")
+        time.sleep(0.1)
 
 
 def run_faults(
@@ -520,8 +757,6 @@ def record_run(
     log: Callable[[str], None] = lambda _: None,
 ) -> Run:
     """Producers sending through ``faults`` on ``bed``."""
-    from streaming.sim import rocketmq
-
     duration_ms = int((max(f.end_s for f in faults) + 4) * 1000)
     folders, started = [], []
     for n, (profile, mode, on) in enumerate(producers):
@@ -537,7 +772,6 @@ def record_run(
                 latency_fault=on,
                 rate=rate,
                 duration_ms=duration_ms,
-                routes=n == 0,
             )
         )
     deadline = time.monotonic() + 120
@@ -552,22 +786,34 @@ def record_run(
     run = Run(folder, folders, run_faults(bed, faults, time.monotonic(), log))
     for p in started:
         p.wait()
+    log("transactions and consumer retries, on the quiet cluster")
+    _record_quiet(bed, run)
     run.inputs.mkdir(parents=True, exist_ok=True)
-    for f in folders:
+    for f in [*folders, *run.transactional, run.consumer]:
         shutil.copy(f / "events.jsonl", run.inputs / f"{f.name}.jsonl")
-    with open(run.inputs / "heartbeats.jsonl", "w", encoding="utf-8") as out:
-        for hb in list(bed.heartbeats):
-            out.write(json.dumps(hb) + "\n")
+    for name, events in (("heartbeats", bed.heartbeats), ("routes", bed.routes)):
+        with open(run.inputs / f"{name}.jsonl", "w", encoding="utf-8") as out:
+            out.writelines(json.dumps(e) + "\n" for e in list(events))
     return run
 
 
 JOB_FLAGS = (
     "--policies.no-enabled",  # RocketMQ's rules alone: the judge is RocketMQ's own client
     "--heartbeat-timeout",
-    "10s",
+    f"{rocketmq.HEARTBEAT_TIMEOUT_MS}ms",
     "--scan-interval",
-    "5s",
+    f"{rocketmq.SCAN_INTERVAL_MS}ms",
     "--policies.report-queue-swaps",
+    "--delay-levels",
+    rocketmq.DELAY_LEVELS,
+    "--transactions.broker-release",
+    "5.3.3",
+    "--transactions.transaction-timeout",
+    f"{rocketmq.TRANSACTION_TIMEOUT_MS}ms",
+    "--transactions.check-interval",
+    f"{rocketmq.TRANSACTION_CHECK_INTERVAL_MS}ms",
+    "--transactions.check-max",
+    str(rocketmq.TRANSACTION_CHECK_MAX),
 )
 
 
@@ -621,13 +867,12 @@ def main() -> None:
         "--recorded", action="store_true", help="judge what an earlier run recorded in --data"
     )
     args = parser.parse_args()
-    from streaming.sim import rocketmq
-
     if args.recorded:
         folders = sorted(f.parent for f in args.data.glob("*/tables.jsonl"))
     else:
         with rocketmq.testbed(args.data / "testbed") as bed:
-            folders = record_run(bed, args.data, rate=args.rate, log=print).producers
+            run = record_run(bed, args.data, rate=args.rate, log=print)
+        folders = [*run.producers, *run.transactional]
     out = args.data / "faultline"
     shutil.rmtree(out, ignore_errors=True)
     done = subprocess.run(
@@ -639,13 +884,45 @@ def main() -> None:
     if done.returncode != 0:
         sys.exit(f"faultline run failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
     tables = Tables.read(out / "out")
-    verdicts = [judge(Record.load(f), tables, routes(args.data / "input")) for f in folders]
+    faulted = [f for f in folders if not f.name.startswith("tx-")]
+    verdicts = [judge(Record.load(f), tables, routes(args.data / "input")) for f in faulted]
     print(table(verdicts, cluster_isolations(verdicts, tables)))
+    checks = [judge_checks(Record.load(f), tables) for f in folders if f.name.startswith("tx-")]
+    retries = judge_retries(args.data / "consumer", tables)
+    print(quiet_table(checks, retries))
     for v in verdicts:
         for d in v.item_differences:
             print(f"{v.producer_id}: {d}")
         for r in v.retry_differences + v.retry_explained:
             print(f"{v.producer_id}: {r}")
+    for c in checks:
+        for text in c.differences:
+            print(f"{c.producer_id}: {text}")
+    for text in retries.differences:
+        print(f"{retries.group}: {text}")
+
+
+def quiet_table(checks: Sequence[Checks], retries: Retries) -> str:
+    lines = [
+        "| transactional producer | half messages | checks (broker / faultline) | largest gap "
+        "| faultline's ends | a check more, before the answer | differences |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for c in checks:
+        ends = ", ".join(f"{state} {n}" for state, n in sorted(c.ends.items()))
+        lines.append(
+            f"| {c.producer_id} ({c.profile}) | {c.transactions} | {c.checks} / {c.predicted} "
+            f"| {c.largest_gap_ms} ms | {ends} | {len(c.explained)} | {len(c.differences)} |"
+        )
+    levels = ", ".join(f"level {k}: {n}" for k, n in sorted(retries.levels.items()))
+    lines += [
+        "",
+        f"- consumer {retries.group}: {retries.asked} consumes asked for a retry; "
+        f"{retries.redelivered} redelivered ({levels}), largest gap {retries.largest_gap_ms} ms; "
+        f"{retries.to_dlq} to the DLQ by faultline, {retries.in_dlq} in the broker's; "
+        f"{len(retries.differences)} differences",
+    ]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

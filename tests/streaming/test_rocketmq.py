@@ -2,8 +2,9 @@
 (``streaming.sim.rocketmq``), real producers of the 4.7.1, 4.9.7 and 5.3.3 clients through every
 kind of fault, and the real clients' own fault tables as the judge (``streaming.tools.judge``).
 
-One run serves every test: six producers send for about 50 s through five faults; faultline reads
-what their hooks recorded (with the routes and the brokers' heartbeats) in one ``--once`` run on
+One run serves every test: six producers send for about 50 s through five faults, then two
+transactional producers and a consumer that asks for retries run on the quiet cluster; faultline
+reads what they recorded (with the routes and the brokers' heartbeats) in one ``--once`` run on
 the worker's Spark session."""
 
 from __future__ import annotations
@@ -143,7 +144,7 @@ def test_faultline_holds_the_fault_table_each_sync_producer_held(
     assert verdict.unexplained() == []
     assert verdict.largest_gap_ms <= judge.TOLERANCE_MS
     if profile == "rocketmq-5":
-        assert {d.kind for d in verdict.item_differences} <= {"first-send"}
+        assert {d.kind for d in verdict.item_differences} <= {"first-send", "clock-bracket"}
 
 
 def test_a_producer_without_latency_fault_holds_nothing_and_neither_does_faultline(
@@ -175,6 +176,23 @@ def test_the_cluster_isolates_no_later_than_the_first_real_producer(judged: Judg
     isolations = judge.cluster_isolations(judged.verdicts, judged.tables)
     assert {broker for broker, _, _ in isolations} == {"broker-a", "broker-b", "broker-c"}
     assert [(b, real) for b, real, mine in isolations if mine is None] == []
+
+
+@pytest.mark.parametrize("profile", judge.TRANSACTIONAL)
+def test_the_brokers_check_backs_are_faultlines_checks(judged: Judged, profile: str) -> None:
+    folder = judged.run.folder / f"tx-{profile.removeprefix('rocketmq-')}"
+    checks = judge.judge_checks(judge.Record.load(folder), judged.tables)
+    assert checks.transactions >= 20 and checks.checks >= checks.transactions // 2
+    assert checks.differences == []
+    assert {"COMMIT", "ROLLBACK", "DISCARDED"} <= set(checks.ends)
+
+
+def test_the_brokers_retries_and_dlq_are_faultlines_redeliveries(judged: Judged) -> None:
+    retries = judge.judge_retries(judged.run.consumer, judged.tables)
+    assert retries.asked >= 10 and retries.redelivered >= 5
+    assert set(retries.levels) == {3, 4}  # 3 + reconsumeTimes, the broker's rule
+    assert retries.to_dlq == retries.in_dlq >= 2
+    assert retries.differences == []
 
 
 def test_the_probe_jar_is_built_by_maven_into_the_cache() -> None:

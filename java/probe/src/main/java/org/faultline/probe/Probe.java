@@ -11,6 +11,7 @@ import java.util.concurrent.TimeUnit;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendCallback;
 import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.client.producer.TransactionMQProducer;
 import org.apache.rocketmq.common.message.Message;
 
 /**
@@ -20,15 +21,18 @@ import org.apache.rocketmq.common.message.Message;
  * java -cp probe.jar:&lt;a client set&gt;/* org.faultline.probe.Probe --namesrv 127.0.0.1:9876
  *     --topic T --id p-1 --profile rocketmq-4.9 --out DIR [--mode SYNC|ASYNC]
  *     [--latency-fault true|false] [--rate 20] [--duration-ms 10000] [--timeout-ms 3000]
- *     [--retries 2] [--poll-ms 1000] [--routes true] [--cluster C] [--group G] [--warmup 10]
+ *     [--retries 2] [--poll-ms 1000] [--cluster C] [--group G] [--warmup 10]
+ *     [--transactions true [--linger-ms 20000]]
  * </pre>
  *
  * Into DIR it writes {@code events.jsonl} (faultline's input events: a send_result per attempt the
- * hook saw, and with {@code --routes} the topic's route each time the NameServer's changes),
+ * hook saw),
  * {@code tables.jsonl} (the client's own fault table and its list of the topic's queues, read
  * before every send and once at the end)
  * and {@code sends.jsonl} (each message's fate as the application saw it). It exits 0 when the
- * time is up and every send has ended.
+ * time is up and every send has ended. With {@code --transactions} it sends half messages
+ * ({@code sendMessageInTransaction}, SYNC) and records their ends and checks ({@link
+ * Transactions}), staying {@code --linger-ms} after its last send to answer the broker's checks.
  */
 public final class Probe {
 
@@ -62,7 +66,15 @@ public final class Probe {
         try (Lines events = new Lines(new File(dir, "events.jsonl"));
              Lines tables = new Lines(new File(dir, "tables.jsonl"));
              Lines sends = new Lines(new File(dir, "sends.jsonl"))) {
-            DefaultMQProducer producer = new DefaultMQProducer((String) base.get("producer_group"));
+            boolean transactional = Boolean.parseBoolean(o.getOrDefault("transactions", "false"));
+            DefaultMQProducer producer;
+            if (transactional) {
+                TransactionMQProducer tx = new TransactionMQProducer((String) base.get("producer_group"));
+                tx.setTransactionListener(new Transactions(events, base));
+                producer = tx;
+            } else {
+                producer = new DefaultMQProducer((String) base.get("producer_group"));
+            }
             producer.setNamesrvAddr(o.get("namesrv"));
             producer.setInstanceName(id);
             producer.setSendLatencyFaultEnable(latencyFault);
@@ -86,11 +98,6 @@ public final class Probe {
                 }
             }
             table.clear();
-            RouteWatcher routes = null;
-            if (Boolean.parseBoolean(o.getOrDefault("routes", "false"))) {
-                routes = new RouteWatcher(producer, topic, events, base.get("cluster"), id, pollMs / 2);
-                routes.start();
-            }
             // ASYNC sends in flight are bounded, as an application's would be
             Semaphore inFlight = new Semaphore(64);
             long start = System.currentTimeMillis();
@@ -128,7 +135,9 @@ public final class Probe {
                     SendResult result = null;
                     Throwable error = null;
                     try {
-                        result = producer.send(msg);
+                        result = transactional
+                            ? ((TransactionMQProducer) producer).sendMessageInTransaction(msg, sending)
+                            : producer.send(msg);
                     } catch (Exception e) {
                         error = e;
                     }
@@ -140,10 +149,8 @@ public final class Probe {
                 System.err.println("faultline probe: ASYNC sends still in flight at the end");
             }
             tables.write(table.snapshot(id));
-            if (routes != null) {
-                routes.interrupt();
-                routes.join();
-            }
+            // a transactional producer stays to answer the broker's checks of what it sent
+            Thread.sleep(Long.parseLong(o.getOrDefault("linger-ms", "0")));
             producer.shutdown();
         }
         System.exit(0);  // the client's own threads are not all daemons in every version

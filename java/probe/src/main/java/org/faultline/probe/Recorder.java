@@ -103,6 +103,10 @@ final class Recorder implements SendMessageHook {
             s.attempts++;
             s.lastBroker = mq.getBrokerName();
         }
+        if ("true".equals(context.getMessage().getProperty("TRAN_MSG"))) {
+            e.put("transaction", "PREPARED");  // a half message (sendMessageInTransaction)
+            e.put("transaction_id", s.messageId);
+        }
         if (result != null) {
             e.put("outcome", result.getSendStatus().name());
         } else {
