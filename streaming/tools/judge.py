@@ -167,6 +167,7 @@ class Tables:
     routing_decisions: list[dict[str, Any]]
     broker_decisions: list[dict[str, Any]]
     transactions: list[dict[str, Any]]
+    schedule_entries: list[dict[str, Any]]
     redeliveries: list[dict[str, Any]]
 
     @classmethod
@@ -181,6 +182,7 @@ class Tables:
             rows("routing_decisions"),
             rows("broker_decisions"),
             rows("transactions"),
+            rows("schedule_entries"),
             rows("redeliveries"),
         )
 
@@ -301,8 +303,9 @@ def _async_kind(theirs: dict[str, Any], mine: dict[str, Any], at: int, flying: b
 
 
 def _in_flight(spans: list[tuple[int, int]], at: int) -> bool:
-    """Whether a send recorded on these (dispatch, result) spans was out at ``at``."""
-    return any(start <= at < end for start, end in spans)
+    """Whether a send recorded on these (dispatch, result) spans was out at ``at``: its result's
+    millisecond too, as the client updates its table after the hook that timed the result."""
+    return any(start <= at <= end for start, end in spans)
 
 
 def _bracketed(theirs: dict[str, Any], mine: dict[str, Any]) -> bool:
@@ -522,6 +525,8 @@ class Retries:
 
     group: str
     asked: int = 0
+    parked: int = 0
+    """Retries found in the broker's ``SCHEDULE_TOPIC_XXXX`` in the queue of faultline's level."""
     redelivered: int = 0
     to_dlq: int = 0
     in_dlq: int = 0
@@ -533,16 +538,22 @@ class Retries:
 
 def judge_retries(folder: Path, tables: Tables) -> Retries:
     """The consumer of ``folder`` (``org.faultline.probe.Consumer``) against faultline's
-    ``redeliveries``: each retry the broker's delay service delivered to the group's ``%RETRY%``
-    topic within :data:`REDELIVERY_JITTER_MS` of its ``deliver_at``, at the level faultline
-    says, and each message faultline sends to the DLQ in the broker's ``%DLQ%`` topic, and no
-    other."""
+    ``schedule_entries`` and ``redeliveries``: each retry parked in the broker's
+    ``SCHEDULE_TOPIC_XXXX`` in the queue of faultline's level (level - 1), delivered to the
+    group's ``%RETRY%`` topic within :data:`REDELIVERY_JITTER_MS` of faultline's ``deliver_at``,
+    and each message faultline sends to the DLQ in the broker's ``%DLQ%`` topic, and no other."""
 
     def lines(name: str) -> list[dict[str, Any]]:
         return [json.loads(x) for x in (folder / f"{name}.jsonl").read_text().splitlines() if x]
 
     events = [e for e in lines("events") if "key" in e]  # the producers' warm-up has no key
     stored = {(r["key"], int(r["reconsume_times"])): int(r["store_time"]) for r in lines("retry")}
+    parked = {
+        (r["key"], int(r["reconsume_times"])): int(r["queue_id"])
+        for r in lines("schedule")
+        if r.get("real_topic") == f"%RETRY%{events[0]['consumer_group'] if events else ''}"
+    }
+    scheduled = {(r["message_id"], int(r["attempt_count"])): r for r in tables.schedule_entries}
     dlq = {r["key"] for r in lines("dlq")}
     verdict = Retries(str(events[0]["consumer_group"]) if events else "", in_dlq=len(dlq))
     rows = {(r["message_id"], int(r["attempt_count"])): r for r in tables.redeliveries}
@@ -562,6 +573,17 @@ def judge_retries(folder: Path, tables: Tables) -> Retries:
             verdict.redelivered += 1
             level = int(row["delay_level"])
             verdict.levels[level] = verdict.levels.get(level, 0) + 1
+            entry = scheduled.get((e["message_id"], times + 1))
+            queue = parked.get((key, times + 1))
+            if entry is None or int(entry["schedule_queue_id"]) != level - 1:
+                verdict.differences.append(f"{key} (retry {times}): no schedule entry at {level}")
+            elif queue != level - 1:
+                verdict.differences.append(
+                    f"{key} (retry {times}): the broker parked it in SCHEDULE_TOPIC_XXXX queue "
+                    f"{queue}, faultline at level {level}"
+                )
+            else:
+                verdict.parked += 1
             at = stored.get((key, times + 1))
             if at is None:
                 verdict.differences.append(f"{key} (retry {times}): not in the broker's %RETRY%")
@@ -640,13 +662,17 @@ from 15 s every broker is isolated by them, which exercises 4.x's last-resort se
 producers (seconds) and the producer without latency fault meet every fault."""
 PRODUCERS = (
     ("rocketmq-4.7", "SYNC", True),
+    ("rocketmq-4.7", "ASYNC", True),
+    ("rocketmq-4.7", "SYNC", False),
     ("rocketmq-4.9", "SYNC", True),
     ("rocketmq-4.9", "ASYNC", True),
     ("rocketmq-4.9", "SYNC", False),
     ("rocketmq-5", "SYNC", True),
     ("rocketmq-5", "ASYNC", True),
+    ("rocketmq-5", "SYNC", False),
 )
-"""(client profile, mode, sendLatencyFaultEnable) of each producer of a run."""
+"""(client profile, mode, sendLatencyFaultEnable) of each producer of a run: each version SYNC
+and ASYNC with its latency fault on, and SYNC with it off (ASYNC off holds no table either)."""
 SLOW_MS = 700
 """The slow broker's extra latency: above the 550 ms band (4.x: 30 s, 5.x: 2 s)."""
 
@@ -918,6 +944,7 @@ def quiet_table(checks: Sequence[Checks], retries: Retries) -> str:
     lines += [
         "",
         f"- consumer {retries.group}: {retries.asked} consumes asked for a retry; "
+        f"{retries.parked} parked in SCHEDULE_TOPIC_XXXX at faultline's level; "
         f"{retries.redelivered} redelivered ({levels}), largest gap {retries.largest_gap_ms} ms; "
         f"{retries.to_dlq} to the DLQ by faultline, {retries.in_dlq} in the broker's; "
         f"{len(retries.differences)} differences",

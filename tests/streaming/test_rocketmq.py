@@ -2,7 +2,7 @@
 (``streaming.sim.rocketmq``), real producers of the 4.7.1, 4.9.7 and 5.3.3 clients through every
 kind of fault, and the real clients' own fault tables as the judge (``streaming.tools.judge``).
 
-One run serves every test: six producers send for about 50 s through five faults, then two
+One run serves every test: nine producers send for about 50 s through five faults, then two
 transactional producers and a consumer that asks for retries run on the quiet cluster; faultline
 reads what they recorded (with the routes and the brokers' heartbeats) in one ``--once`` run on
 the worker's Spark session."""
@@ -78,8 +78,13 @@ def _during(events: list[dict[str, Any]], window: tuple[int, int], **match: Any)
 
 
 def test_a_slow_broker_answers_as_late_as_asked(judged: Judged) -> None:
-    sends = _during(judged.events(), judged.window("slow"), broker_name="broker-b")
-    latencies = [e["latency_ms"] for e in sends if e["outcome"] == "SEND_OK"]
+    start, end = judged.window("slow")
+    sends = _during(judged.events(), (start, end), broker_name="broker-b")
+    latencies = [
+        e["latency_ms"]
+        for e in sends
+        if e["outcome"] == "SEND_OK" and e["event_time"] - e["latency_ms"] >= start  # sent in it
+    ]
     assert latencies, "no producer sent to the slow broker"
     assert min(latencies) >= judge.SLOW_MS
     assert statistics.median(latencies) < judge.SLOW_MS + 100
@@ -147,20 +152,25 @@ def test_faultline_holds_the_fault_table_each_sync_producer_held(
         assert {d.kind for d in verdict.item_differences} <= {"first-send", "clock-bracket"}
 
 
+@pytest.mark.parametrize("profile", rocketmq.CLIENTS)
 def test_a_producer_without_latency_fault_holds_nothing_and_neither_does_faultline(
-    judged: Judged,
+    judged: Judged, profile: str
 ) -> None:
-    verdict = judged.verdict("rocketmq-4.9", on=False)
+    verdict = judged.verdict(profile, on=False)
     assert verdict.attempts > 500 and verdict.items == 0
 
 
-@pytest.mark.parametrize("profile", ["rocketmq-4.9", "rocketmq-5"])
-def test_async_producers_are_recorded_and_judged(judged: Judged, profile: str) -> None:
-    """ASYNC differs from faultline in ways not all explained yet (README, "faultline against
-    the real client"): the comparison runs, and its differences are listed, not asserted away."""
+@pytest.mark.parametrize("profile", rocketmq.CLIENTS)
+def test_async_producers_differ_only_where_no_hook_sees(judged: Judged, profile: str) -> None:
+    """An ASYNC producer's table differs from faultline's where its callback retried unseen,
+    where a send was out, or in a latency only (the judge's ``async-*`` kinds, README)."""
     verdict = judged.verdict(profile, mode="ASYNC")
     assert verdict.attempts > 500 and verdict.items > 1_000
-    assert "async-retry" in {d.kind for d in verdict.item_differences}
+    assert verdict.unexplained() == []
+    assert {d.kind for d in verdict.item_differences} <= {
+        "first-send", "clock-bracket", "4.x-selection", "async-retry", "async-dispatch",
+        "async-order",
+    }  # fmt: skip
 
 
 def test_every_retry_went_where_faultline_or_the_round_robin_said(judged: Judged) -> None:
@@ -190,6 +200,7 @@ def test_the_brokers_check_backs_are_faultlines_checks(judged: Judged, profile: 
 def test_the_brokers_retries_and_dlq_are_faultlines_redeliveries(judged: Judged) -> None:
     retries = judge.judge_retries(judged.run.consumer, judged.tables)
     assert retries.asked >= 10 and retries.redelivered >= 5
+    assert retries.parked == retries.redelivered  # in SCHEDULE_TOPIC_XXXX, queue level - 1
     assert set(retries.levels) == {3, 4}  # 3 + reconsumeTimes, the broker's rule
     assert retries.to_dlq == retries.in_dlq >= 2
     assert retries.differences == []

@@ -28,8 +28,9 @@ import org.apache.rocketmq.common.message.MessageQueue;
  * A message whose number (the end of its key) is a multiple of 5 is never consumed (it goes to
  * the group's DLQ after {@code --max-reconsume} retries), one that leaves 1 is consumed at its
  * first retry, every other one at once. Each delivery is a line of {@code DIR/events.jsonl}; at the
- * end, every message of the group's {@code %RETRY%} and {@code %DLQ%} topics (the broker's own)
- * is a line of {@code DIR/retry.jsonl} and {@code DIR/dlq.jsonl}.
+ * end, every message of {@code SCHEDULE_TOPIC_XXXX} and of the group's {@code %RETRY%} and
+ * {@code %DLQ%} topics (the broker's own) is a line of {@code DIR/schedule.jsonl},
+ * {@code DIR/retry.jsonl} and {@code DIR/dlq.jsonl}.
  */
 public final class Consumer {
 
@@ -56,6 +57,7 @@ public final class Consumer {
         AtomicLong seq = new AtomicLong();
         try (Lines events = new Lines(new File(dir, "events.jsonl"));
              Lines retry = new Lines(new File(dir, "retry.jsonl"));
+             Lines schedule = new Lines(new File(dir, "schedule.jsonl"));
              Lines dlq = new Lines(new File(dir, "dlq.jsonl"))) {
             DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group);
             consumer.setNamesrvAddr(o.get("namesrv"));
@@ -95,14 +97,16 @@ public final class Consumer {
             System.out.println("faultline probe consumer started");
             Thread.sleep(Long.parseLong(o.getOrDefault("duration-ms", "30000")));
             consumer.shutdown();
+            read(o.get("namesrv"), group, "SCHEDULE_TOPIC_XXXX", schedule);
             read(o.get("namesrv"), group, "%RETRY%" + group, retry);
             read(o.get("namesrv"), group, "%DLQ%" + group, dlq);
         }
         System.exit(0);
     }
 
-    /** Every message of one of the group's own topics ({@code %RETRY%}: each retry as the
-     * broker's delay service delivered it; {@code %DLQ%}), wherever a broker holds one. */
+    /** Every message of a topic the broker keeps for the group ({@code SCHEDULE_TOPIC_XXXX},
+     * whose queue is the delay level less one; {@code %RETRY%}: each retry as the broker's delay
+     * service delivered it; {@code %DLQ%}), wherever a broker holds one. */
     private static void read(String namesrv, String group, String topic, Lines out) throws Exception {
         DefaultMQPullConsumer puller = new DefaultMQPullConsumer(group + "-reader");
         puller.setNamesrvAddr(namesrv);
@@ -129,6 +133,8 @@ public final class Consumer {
                         d.put("store_time", msg.getStoreTimestamp());
                         d.put("reconsume_times", msg.getReconsumeTimes());
                         d.put("message_id", msg.getMsgId());
+                        d.put("queue_id", mq.getQueueId());
+                        d.put("real_topic", msg.getProperty("REAL_TOPIC"));
                         out.write(d);
                     }
                     offset = pulled.getNextBeginOffset();
