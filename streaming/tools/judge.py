@@ -85,6 +85,8 @@ EXPLAINED = {
     "Before, and the client loads classes in between (tens of ms, once)",
     "index": "a retry that went on round-robin from the queue that failed while faultline's index "
     "pointed elsewhere (the failed queue was not one place in the producer's list)",
+    "route-change": "the route changed during the send (a broker left or came back): the "
+    "failed queue is not where faultline's list has it, so no index follows from it",
     "5.x-reset": "5.x draws a SYNC retry's index afresh at random (resetIndex): the client's "
     "broker passed the same filter as faultline's seeded draw (available, not the one that "
     "failed)",
@@ -199,7 +201,7 @@ def judge(record: Record, tables: Tables, routes: list[dict[str, Any]]) -> Verdi
         attempts=len(attempts),
     )
     _fault_tables(record, tables, routes, verdict)
-    _retries(record, tables, verdict)
+    _retries(record, tables, routes, verdict)
     _swaps(record, tables, verdict)
     return verdict
 
@@ -303,9 +305,16 @@ def _async_kind(theirs: dict[str, Any], mine: dict[str, Any], at: int, flying: b
 
 
 def _in_flight(spans: list[tuple[int, int]], at: int) -> bool:
-    """Whether a send recorded on these (dispatch, result) spans was out at ``at``: its result's
-    millisecond too, as the client updates its table after the hook that timed the result."""
-    return any(start <= at <= end for start, end in spans)
+    """Whether a send recorded on these (dispatch, result) spans was out at ``at``, or its
+    callback still running: the client updates its table after the hook that timed the result
+    and after the application's ``onSuccess`` (:data:`CALLBACK_MS`)."""
+    return any(start <= at <= end + CALLBACK_MS for start, end in spans)
+
+
+CALLBACK_MS = 50
+"""How long after an ASYNC result's hook the client's update of its table may come: the callback
+runs the hook, then the application's ``onSuccess``, then ``updateFaultItem`` (a JVM's first
+callbacks are the slowest)."""
 
 
 def _bracketed(theirs: dict[str, Any], mine: dict[str, Any]) -> bool:
@@ -322,11 +331,14 @@ def _in_route(routes: list[dict[str, Any]], times: list[int], at: int) -> set[st
     return {b["broker_name"] for b in routes[i]["brokers"]} if i >= 0 else set()
 
 
-def _retries(record: Record, tables: Tables, verdict: Verdict) -> None:
+def _retries(
+    record: Record, tables: Tables, routes: list[dict[str, Any]], verdict: Verdict
+) -> None:
     chosen = {
         r["event_id"]: r for r in tables.routing_decisions if r["scope_key"] == record.producer_id
     }
     reads = [int(t["at"]) for t in record.tables]
+    route_times = [int(r["event_time"]) for r in routes]
     attempts = {e["event_id"]: e for e in record.attempts}
     for e in record.attempts:
         if e["attempt"] == 0 or e["outcome"] == "CALL_TIMEOUT" or e["mode"] != "SYNC":
@@ -350,6 +362,11 @@ def _retries(record: Record, tables: Tables, verdict: Verdict) -> None:
             )
             if onward == f"{picked[0]}:{picked[1]}":
                 verdict.retry_explained.append(f"{text} (index)")
+            elif e["broker_name"] not in _in_route(routes, route_times, int(e["event_time"])) or (
+                attempts[before]["broker_name"]
+                not in _in_route(routes, route_times, int(e["event_time"]))
+            ):
+                verdict.retry_explained.append(f"{text} (route-change)")
             elif verdict.profile == "rocketmq-5" and _passes_5(read, attempts[before], picked[0]):
                 verdict.retry_explained.append(f"{text} (5.x-reset)")
             else:

@@ -79,6 +79,9 @@ public final class Probe {
             producer.setInstanceName(id);
             producer.setSendLatencyFaultEnable(latencyFault);
             producer.setPollNameServerInterval(pollMs);
+            // the producer's group reaches a broker with its heartbeat (30 s by default): a
+            // transactional producer gets no check before (the broker counts it all the same)
+            producer.setHeartbeatBrokerInterval(1000);
             producer.setSendMsgTimeout(timeout);
             producer.setRetryTimesWhenSendFailed(retries);
             producer.setRetryTimesWhenSendAsyncFailed(retries);
