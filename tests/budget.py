@@ -22,9 +22,10 @@ counts again), one per latency benchmark run, and one format of Kafka's storage 
 (then copied), and the RocketMQ testbed's 17 (``test_rocketmq.py``): a NameServer, three brokers
 and a restart, nine producers, two transactional producers and a consumer. A broker starts in
 about 3 s, a fifth of a Spark session."""
-WALL_S = 22 * 60
+WALL_S = 24 * 60
 """The most a full run may take, in seconds, on 2 cores: the goal is 20 minutes (17-18 measured on
-2026-11-27); a run 10% over it fails, so that a noisy machine does not fail one that meets it."""
+2026-11-27 before the RocketMQ testbed, which added 2-3 minutes of one worker and slows the
+other's; 20.3-22.7 after it); a run over this fails, with room for a noisy machine."""
 
 
 def starts(log: str) -> list[tuple[str, str]]:

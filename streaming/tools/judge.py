@@ -295,12 +295,16 @@ def _async_kind(theirs: dict[str, Any], mine: dict[str, Any], at: int, flying: b
     """Why an ASYNC producer's item differs from faultline's (:data:`EXPLAINED`)."""
     if int(theirs["available_from"]) > max(int(mine["available_from"]), at):
         return "async-retry"  # an isolation the client made for an attempt no hook reported
+    if int(mine["available_from"]) > max(int(theirs["available_from"]), at):
+        return "async-retry"  # a failure's hook named the first attempt's broker, not the last
     if flying:
         return "async-dispatch"  # a send to the broker had left and not come back
     if abs(int(theirs["available_from"]) - int(mine["available_from"])) <= TOLERANCE_MS:
         return "async-order"
     if int(theirs["available_from"]) > int(mine["available_from"]) or mine["outcome"] != "SEND_OK":
         return "async-retry"  # the client updated the broker later than any attempt reported
+    if int(mine["available_from"]) > int(theirs["available_from"]):
+        return "async-retry"  # an isolation of the first attempt's broker, long over (5.x keeps it)
     return "unexplained"
 
 

@@ -52,7 +52,7 @@ class Judged:
 def judged(job: Job, tmp_path_factory: pytest.TempPathFactory) -> Judged:
     folder = tmp_path_factory.mktemp("rocketmq")
     with rocketmq.testbed(folder / "testbed") as bed:
-        run = judge.record_run(bed, folder)
+        run = judge.record_run(bed, folder, rate=10.0)  # 13 JVMs beside the other worker's
         heartbeats = list(bed.heartbeats)
     out = folder / "faultline"
     result = job(
@@ -145,7 +145,7 @@ def test_faultline_holds_the_fault_table_each_sync_producer_held(
     judged: Judged, profile: str
 ) -> None:
     verdict = judged.verdict(profile)
-    assert verdict.items > 1_000  # reads of the client's table, each broker compared
+    assert verdict.items > 750  # reads of the client's table, each broker compared
     assert verdict.unexplained() == []
     assert verdict.largest_gap_ms <= judge.TOLERANCE_MS
     if profile == "rocketmq-5":
@@ -157,7 +157,7 @@ def test_a_producer_without_latency_fault_holds_nothing_and_neither_does_faultli
     judged: Judged, profile: str
 ) -> None:
     verdict = judged.verdict(profile, on=False)
-    assert verdict.attempts > 500 and verdict.items == 0
+    assert verdict.attempts > 250 and verdict.items == 0
 
 
 @pytest.mark.parametrize("profile", rocketmq.CLIENTS)
@@ -165,7 +165,7 @@ def test_async_producers_differ_only_where_no_hook_sees(judged: Judged, profile:
     """An ASYNC producer's table differs from faultline's where its callback retried unseen,
     where a send was out, or in a latency only (the judge's ``async-*`` kinds, README)."""
     verdict = judged.verdict(profile, mode="ASYNC")
-    assert verdict.attempts > 500 and verdict.items > 1_000
+    assert verdict.attempts > 250 and verdict.items > 750
     assert verdict.unexplained() == []
     assert {d.kind for d in verdict.item_differences} <= {
         "first-send", "clock-bracket", "4.x-selection", "async-retry", "async-dispatch",
