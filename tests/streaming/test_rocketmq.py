@@ -2,7 +2,7 @@
 (``streaming.sim.rocketmq``), real producers of the 4.7.1, 4.9.7 and 5.3.3 clients through every
 kind of fault, and the real clients' own fault tables as the judge (``streaming.tools.judge``).
 
-One run serves every test: nine producers send for about 50 s through five faults, then two
+One run serves every test: six producers send for about 50 s through five faults, then two
 transactional producers and a consumer that asks for retries run on the quiet cluster; faultline
 reads what they recorded (with the routes and the brokers' heartbeats) in one ``--once`` run on
 the worker's Spark session."""
@@ -22,6 +22,16 @@ from streaming.tools import judge
 from tests.streaming.conftest import Job
 
 pytestmark = pytest.mark.jvm
+SUITE = (
+    ("rocketmq-4.7", "SYNC", True),
+    ("rocketmq-4.9", "SYNC", True),
+    ("rocketmq-4.9", "ASYNC", True),
+    ("rocketmq-4.9", "SYNC", False),
+    ("rocketmq-5", "SYNC", True),
+    ("rocketmq-5", "ASYNC", True),
+)
+"""The producers of the suite's run: each version SYNC, ASYNC where it differs (4.9.7, 5.3.3), and
+one without latency fault."""
 
 
 @dataclass
@@ -52,7 +62,9 @@ class Judged:
 def judged(job: Job, tmp_path_factory: pytest.TempPathFactory) -> Judged:
     folder = tmp_path_factory.mktemp("rocketmq")
     with rocketmq.testbed(folder / "testbed") as bed:
-        run = judge.record_run(bed, folder, rate=10.0)  # 13 JVMs beside the other worker's
+        # six of the judge's nine producers, at half its rate: the testbed's JVMs slow what the
+        # other worker runs (its Kafka outage tests timed out beside all nine)
+        run = judge.record_run(bed, folder, producers=SUITE, rate=10.0)
         heartbeats = list(bed.heartbeats)
     out = folder / "faultline"
     result = job(
@@ -152,15 +164,14 @@ def test_faultline_holds_the_fault_table_each_sync_producer_held(
         assert {d.kind for d in verdict.item_differences} <= {"first-send", "clock-bracket"}
 
 
-@pytest.mark.parametrize("profile", rocketmq.CLIENTS)
 def test_a_producer_without_latency_fault_holds_nothing_and_neither_does_faultline(
-    judged: Judged, profile: str
+    judged: Judged,
 ) -> None:
-    verdict = judged.verdict(profile, on=False)
+    verdict = judged.verdict("rocketmq-4.9", on=False)
     assert verdict.attempts > 250 and verdict.items == 0
 
 
-@pytest.mark.parametrize("profile", rocketmq.CLIENTS)
+@pytest.mark.parametrize("profile", ["rocketmq-4.9", "rocketmq-5"])
 def test_async_producers_differ_only_where_no_hook_sees(judged: Judged, profile: str) -> None:
     """An ASYNC producer's table differs from faultline's where its callback retried unseen,
     where a send was out, or in a latency only (the judge's ``async-*`` kinds, README)."""
