@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -146,9 +147,35 @@ def _main(args: argparse.Namespace) -> int:
         print(f"faultline: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:  # a one-line reason, not a traceback
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        print(f"faultline: failed: {first}", file=sys.stderr)
+        print(f"faultline: failed: {_reason(exc)}", file=sys.stderr)
         return 1
+
+
+def _reason(exc: BaseException) -> str:
+    """The first line of ``exc``'s message; for one without a message (a bare ``TimeoutError``),
+    its type and the line of faultline's code that raised or passed it on.
+
+    >>> def fails() -> None:
+    ...     raise TimeoutError
+    >>> try:
+    ...     fails()
+    ... except TimeoutError as exc:
+    ...     _reason(exc)
+    'TimeoutError (in fails, <doctest streaming.cli._reason[0]>:2)'
+    """
+    text = str(exc).strip()
+    if text:
+        return text.splitlines()[0]
+    frames = traceback.extract_tb(exc.__traceback__)
+    ours = [f for f in frames if "site-packages" not in f.filename] or frames
+    if not ours:
+        return type(exc).__name__
+    where = ours[-1]
+    filename = where.filename
+    root = str(Path(__file__).resolve().parent.parent) + os.sep
+    if filename.startswith(root):
+        filename = filename[len(root) :]
+    return f"{type(exc).__name__} (in {where.name}, {filename}:{where.lineno})"
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -69,37 +70,63 @@ DECISIONS_TOPIC = {
 """How faultline creates the decisions topic when Kafka does not have it."""
 
 
-def ensure_decisions_topic(conf: Mapping[str, str], topic: str) -> None:
+def ensure_decisions_topic(
+    conf: Mapping[str, str], topic: str, patience_s: float = 6 * METADATA_TIMEOUT_S
+) -> None:
     """Create ``topic`` compacted (:data:`DECISIONS_TOPIC`, one partition, the cluster's
     replication) if Kafka does not have it; stop with a :class:`ConfigError` if it has it with
     another cleanup policy: retention would delete a broker's latest decision, so a producer
-    that starts late would not learn of an isolation that still holds."""
-    from confluent_kafka import KafkaException
-    from confluent_kafka.admin import (  # type: ignore[attr-defined]
-        AdminClient,
-        ConfigResource,
-        NewTopic,
-    )
+    that starts late would not learn of an isolation that still holds.
+
+    A Kafka that answers slowly (one just back from an outage) is asked again, for up to
+    ``patience_s``; then the job stops with a :class:`KafkaUnreachable` that says what it asked."""
+    from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({**conf, "log_level": 2})
-    if topic not in admin.list_topics(timeout=METADATA_TIMEOUT_S).topics:
-        created = admin.create_topics([NewTopic(topic, 1, config=DECISIONS_TOPIC)])[topic]
+    server = conf.get("bootstrap.servers")
+    deadline = time.monotonic() + patience_s
+    while True:
         try:
-            created.result(timeout=METADATA_TIMEOUT_S)
-            return
-        except KafkaException as exc:  # made by another job meanwhile: checked below
-            if exc.args[0].code() != exc.args[0].TOPIC_ALREADY_EXISTS:
-                raise
-    resource = ConfigResource("topic", topic)
-    found = admin.describe_configs([resource])[resource].result(timeout=METADATA_TIMEOUT_S)
-    policy = found["cleanup.policy"].value
-    if "compact" not in policy.split(","):
+            policy = _decisions_topic_policy(admin, topic)
+            break
+        except TimeoutError:
+            if time.monotonic() >= deadline:
+                raise KafkaUnreachable(
+                    f"{PREFIX} kafka at {server} did not create or describe the decisions topic "
+                    f"{topic!r} within {patience_s:g} s (asked every {METADATA_TIMEOUT_S:g} s)"
+                ) from None
+    if policy is not None and "compact" not in policy.split(","):
         raise ConfigError(
             f"decisions_topic: {topic!r} has cleanup.policy={policy}; faultline's decisions need "
             "a compacted topic (cleanup.policy=compact), so that retention never deletes a "
             "broker's latest decision: alter it (kafka-configs.sh --alter --entity-type topics "
             f"--entity-name {topic} --add-config cleanup.policy=compact) or name another topic"
         )
+
+
+def _decisions_topic_policy(admin: Any, topic: str) -> str | None:
+    """The topic's ``cleanup.policy``, or None when it was just created as faultline creates it;
+    raises TimeoutError when Kafka does not answer within :data:`METADATA_TIMEOUT_S`."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import ConfigResource, NewTopic  # type: ignore[attr-defined]
+
+    try:
+        listed = admin.list_topics(timeout=METADATA_TIMEOUT_S).topics
+    except KafkaException as exc:
+        if exc.args[0].code() == exc.args[0]._TIMED_OUT:
+            raise TimeoutError from None
+        raise
+    if topic not in listed:
+        created = admin.create_topics([NewTopic(topic, 1, config=DECISIONS_TOPIC)])[topic]
+        try:
+            created.result(timeout=METADATA_TIMEOUT_S)
+            return None
+        except KafkaException as exc:  # made by another job meanwhile: checked below
+            if exc.args[0].code() != exc.args[0].TOPIC_ALREADY_EXISTS:
+                raise
+    resource = ConfigResource("topic", topic)
+    found = admin.describe_configs([resource])[resource].result(timeout=METADATA_TIMEOUT_S)
+    return str(found["cleanup.policy"].value)
 
 
 Message = tuple[str, bytes | str, str | None]

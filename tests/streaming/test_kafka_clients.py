@@ -220,3 +220,33 @@ def test_the_decision_topic_is_made_compacted_and_a_late_reader_sees_each_keys_l
         "decisions_topic: 'deleting' has cleanup.policy=delete; faultline's decisions need a "
         "compacted topic"
     )
+
+
+def test_a_kafka_slow_to_answer_for_the_decision_topic_is_asked_again_then_named(
+    kafka: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Kafka just back from an outage may leave a metadata request unanswered: the job asks
+    again, and only after ``patience_s`` stops, with one line that says what it asked (it once
+    stopped with a bare ``faultline: failed: TimeoutError``)."""
+    from streaming.job import publish
+    from streaming.job.outage import KafkaUnreachable
+
+    real = publish._decisions_topic_policy
+    calls: list[str] = []
+
+    def slow_twice(admin: object, topic: str) -> str | None:
+        calls.append(topic)
+        if len(calls) <= 2:
+            raise TimeoutError
+        return real(admin, topic)
+
+    monkeypatch.setattr(publish, "_decisions_topic_policy", slow_twice)
+    publish.ensure_decisions_topic({"bootstrap.servers": kafka}, "slow", patience_s=5)
+    assert calls == ["slow"] * 3
+    calls.clear()
+    with pytest.raises(KafkaUnreachable) as stopped:
+        publish.ensure_decisions_topic({"bootstrap.servers": kafka}, "slower", patience_s=0)
+    assert str(stopped.value) == (
+        f"faultline kafka: kafka at {kafka} did not create or describe the decisions topic "
+        "'slower' within 0 s (asked every 10 s)"
+    )
