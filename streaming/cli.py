@@ -9,11 +9,23 @@ import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
-# the settings are light; Spark, pandas and the rest are imported inside the commands' functions,
-# so that `faultline --help` answers at once
-from streaming.config import add_setting_flags, duration_flag, load_job_config, load_scenario
 from udfs.errors import ConfigError, FaultlineError
 from udfs.vocabulary import TableName
+
+JOB_EXTRA = "pip install 'faultline[job]'"
+"""What installs the job's commands: ``pip install faultline`` alone is a producer's client."""
+
+try:
+    # the settings are light; Spark, pandas and the rest are imported inside the commands'
+    # functions, so that `faultline --help` answers at once
+    from streaming.config import add_setting_flags, duration_flag, load_job_config, load_scenario
+except ModuleNotFoundError as missing:  # the client's install (streaming.client) only
+    print(
+        f"faultline: the job's commands need its dependencies ({missing.name} is not installed): "
+        f"{JOB_EXTRA}",
+        file=sys.stderr,
+    )
+    raise SystemExit(2) from None
 
 
 def _parser() -> argparse.ArgumentParser:

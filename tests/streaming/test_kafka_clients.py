@@ -19,7 +19,8 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
 from streaming.config import load_scenario
 from streaming.sim.kafka_broker import free_port
 from streaming.sim.simulator import simulate
-from tests.streaming.conftest import faultline
+from tests.streaming.conftest import Installed, faultline
+from tests.streaming.test_kafka import _read_all
 
 pytestmark = pytest.mark.jvm
 
@@ -249,4 +250,74 @@ def test_a_kafka_slow_to_answer_for_the_decision_topic_is_asked_again_then_named
     assert str(stopped.value) == (
         f"faultline kafka: kafka at {kafka} did not create or describe the decisions topic "
         "'slower' within 0 s (asked every 10 s)"
+    )
+
+
+SLIM = """
+import json, sys, time
+from streaming.client import DecisionClient, KafkaReporter
+
+bootstrap, results, decisions = sys.argv[1:]
+reporter = KafkaReporter(bootstrap, results, "slim-1", cluster="C")
+reporter.send({"topic": "orders", "broker_name": "broker-x", "queue_id": 1, "outcome":
+               "REMOTING_EXCEPTION", "latency_ms": 3, "event_time": 1_000, "attempt": 0})
+reporter.close()
+client = DecisionClient(bootstrap, decisions).start()
+deadline = time.time() + 60
+while client.is_available("C", "broker-x") and time.time() < deadline:
+    time.sleep(0.1)
+print(json.dumps({"available": client.is_available("C", "broker-x"),
+                  "modules": sorted(m.split(".")[0] for m in sys.modules)}))
+client.close()
+"""
+
+
+def test_a_python_producer_installs_the_client_without_the_job(
+    installed: Installed, kafka: str, tmp_path: Path
+) -> None:
+    """``pip install faultline`` (no extra) is what a Python producer needs: its reporter
+    publishes to Kafka and its decision client follows, without Spark, pandas, Dash or pydantic
+    installed; the job's commands then say which extra they need."""
+    venv = tmp_path / "slim"
+    subprocess.run([sys.executable, "-m", "venv", venv], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    pip = subprocess.run(
+        [python, "-m", "pip", "install", "-q", installed.wheel],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert pip.returncode == 0, pip.stderr
+    listed = subprocess.run(
+        [python, "-m", "pip", "list", "--format", "json"], capture_output=True, text=True,
+        timeout=120, check=True,
+    )  # fmt: skip
+    names = {p["name"].lower() for p in json.loads(listed.stdout)}
+    assert {"faultline", "confluent-kafka"} <= names
+    assert not names & {"pyspark", "pandas", "numpy", "dash", "pydantic", "pyyaml", "deltalake"}
+    now = int(time.time() * 1000)
+    isolate = {"scope": "cluster", "cluster": "C", "broker_name": "broker-x",
+               "state": "ISOLATED", "decision": "ISOLATE", "effective_at": now,
+               "available_from": now + 600_000}  # fmt: skip
+    producer = Producer({"bootstrap.servers": kafka})
+    producer.produce("slim-decisions", json.dumps(isolate), key="broker/C/broker-x")
+    assert producer.flush(30) == 0
+    ran = subprocess.run(
+        [python, "-c", SLIM, kafka, "slim-results", "slim-decisions"],
+        capture_output=True, text=True, timeout=180, cwd=tmp_path, check=False,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    seen = json.loads(ran.stdout)
+    assert seen["available"] is False
+    assert not {"pyspark", "pandas", "numpy", "pyarrow"} & set(seen["modules"])
+    (record,) = [json.loads(m.value()) for m in _read_all(kafka, "slim-results", 1)]
+    assert (record["producer_id"], record["broker_name"], record["outcome"]) == (
+        "slim-1", "broker-x", "REMOTING_EXCEPTION",
+    )  # fmt: skip
+    job = subprocess.run(
+        [venv / "bin" / "faultline", "run"], capture_output=True, text=True, timeout=60,
+        cwd=tmp_path, check=False,
+    )  # fmt: skip
+    assert job.returncode == 2
+    assert job.stderr == (
+        "faultline: the job's commands need its dependencies (yaml is not installed): "
+        "pip install 'faultline[job]'\n"
     )
