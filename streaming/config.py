@@ -333,7 +333,9 @@ class PoliciesConfig(_Strict):
     latency_outlier_factor: Annotated[float, Field(gt=1)] | None = 3.0
     """Isolate a broker whose mean latency over a window is this many times its topic's median."""
     latency_outlier_window: Duration = 10_000
-    """The windows of event time over which a broker's mean latency is measured."""
+    """The windows of event time over which a broker's mean latency is measured: a multiple of
+    the producers' summary window (``streaming.client.WINDOW_MS``, 10 s), or a summary that
+    straddles two outlier windows counts in the one of its last send."""
     latency_outlier_min_sends: PositiveInt = 5
     """Answered sends a broker needs in a window for its mean to count."""
     latency_outlier_min_latency: Duration = 100

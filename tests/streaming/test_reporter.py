@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from streaming.client import KafkaReporter, Reporter
+from streaming.client import WINDOW_MS, KafkaReporter, Reporter
 from udfs.parse import parse
 
 T0 = 1_795_255_200_000
@@ -48,15 +48,17 @@ def _kinds(out: list[dict[str, Any]]) -> list[tuple[str, str | None, int]]:
 
 def test_healthy_sends_go_out_as_one_summary_per_broker_and_window() -> None:
     reporter, out = _reporter()
-    for t in range(0, 1_000, 10):
-        reporter.send(_send(t, "a" if t % 20 else "b", latency_ms=t % 7, queue_index=t // 10))
+    step = WINDOW_MS // 100  # 100 sends a window, to a and b in turn
+    for t in range(0, WINDOW_MS, step):
+        reporter.send(_send(t, "a" if t % (2 * step) else "b", latency_ms=t % 7,
+                            queue_index=t // step))  # fmt: skip
     assert out == []  # the window is open
-    reporter.send(_send(1_000, "a"))  # the next window: the first one's summaries go
+    reporter.send(_send(WINDOW_MS, "a"))  # the next window: the first one's summaries go
     assert _kinds(out) == [("send_summary", "b", 50), ("send_summary", "a", 50)]
     a = out[1]
-    assert (a["window_start"], a["window_end"]) == (T0, T0 + 1_000)
-    assert (a["first_time"], a["event_time"]) == (T0 + 10, T0 + 990)
-    assert a["latency_total"] == sum(t % 7 for t in range(10, 1_000, 20))
+    assert (a["window_start"], a["window_end"]) == (T0, T0 + WINDOW_MS)
+    assert (a["first_time"], a["event_time"]) == (T0 + step, T0 + WINDOW_MS - step)
+    assert a["latency_total"] == sum(t % 7 for t in range(step, WINDOW_MS, 2 * step))
     assert a["histogram"][0] == 50 and len(a["histogram"]) == 8
     assert (a["queue_index_start"], a["queue_index_end"]) == (1, 99)
     reporter.close()
@@ -116,7 +118,7 @@ def test_a_full_buffer_drops_summaries_first_and_the_next_summary_tells() -> Non
     full, a full event evicts the oldest summary, and the next summary Kafka takes tells both."""
     taken: list[dict[str, Any]] = []
     open_ = [False]
-    reporter = Reporter("p", _sink(taken, open_), buffer=3)
+    reporter = Reporter("p", _sink(taken, open_), window_ms=1_000, buffer=3)
     for w in range(4):  # each send closes the window before it: three summaries fill the buffer
         reporter.send(_send(w * 1_000, "a"))
     assert [(r["event_id"], r["window_start"]) for r in reporter.pending] == [
@@ -153,7 +155,7 @@ def test_sync_and_async_sends_to_one_broker_are_summarized_apart() -> None:
     for i, (mode, latency) in enumerate([("SYNC", 10), ("ASYNC", 7), ("SYNC", 6), ("ASYNC", 9),
                                          ("SYNC", 4), ("ASYNC", 3)]):  # fmt: skip
         reporter.send(_send(100 * (i + 1), "b", mode=mode, latency_ms=latency, event_id=f"e{i}"))
-    reporter.send(_send(1_000, "c", event_id="c0"))  # the next window: both summaries go
+    reporter.send(_send(WINDOW_MS, "c", event_id="c0"))  # the next window: both summaries go
     fields = ("mode", "messages", "first_event_id", "first_time", "first_latency_ms", "event_id",
               "event_time", "latency_ms", "latency_total", "latency_max")  # fmt: skip
     assert [tuple(r[f] for f in fields) for r in out] == [
@@ -163,9 +165,9 @@ def test_sync_and_async_sends_to_one_broker_are_summarized_apart() -> None:
     out.clear()
     # an ASYNC failure of a 4.9 producer: its callback retries, and the retry may order the
     # whole table by latency, so every summary goes before it, whatever its mode
-    reporter.send(_send(1_100, "c", mode="ASYNC", latency_ms=5, event_id="e6"))
-    reporter.send(_send(1_200, "b", mode="ASYNC", latency_ms=3000, outcome="REMOTING_EXCEPTION",
-                        event_id="e7"))  # fmt: skip
+    reporter.send(_send(WINDOW_MS + 100, "c", mode="ASYNC", latency_ms=5, event_id="e6"))
+    failure = {"mode": "ASYNC", "latency_ms": 3000, "outcome": "REMOTING_EXCEPTION"}
+    reporter.send(_send(WINDOW_MS + 200, "b", event_id="e7", **failure))
     assert [(r["kind"], r["broker_name"], r["mode"], r["event_id"]) for r in out] == [
         ("send_summary", "c", "SYNC", "c0"),
         ("send_summary", "c", "ASYNC", "e6"),
