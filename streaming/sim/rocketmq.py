@@ -32,7 +32,6 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -631,33 +630,12 @@ def testbed(data: Path | None = None, brokers: int = 3) -> Iterator[Testbed]:
 def probe_jar() -> Path:
     """The producers' jar (``java/probe``), built by Maven into the jar cache when its sources
     changed."""
-    sources = [*sorted(PROBE_POM.parent.rglob("*.java")), PROBE_POM]
-    digest = jars.digest(sources)
-    target = jars.cache() / f"probe-{digest}"
-    jar = target / "faultline-probe.jar"
-    if jar.exists():
-        return jar
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise RuntimeError("building the testbed's producers needs Maven (mvn) on the PATH")
-    with tempfile.TemporaryDirectory(dir=jars.cache(), prefix=".probe-") as tmp:
-        done = subprocess.run(
-            [mvn, "-q", "-B", "-f", str(PROBE_POM), "package", f"-Dprobe.build={tmp}"],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"building java/probe failed:\n{done.stdout}{done.stderr}")
-        built = next(Path(tmp).glob("faultline-probe-*.jar"))
-        Path(tmp, "out").mkdir()
-        os.replace(built, Path(tmp, "out", jar.name))
-        with contextlib.suppress(OSError):
-            os.replace(Path(tmp, "out"), target)
-    for older in jars.cache().glob("probe-*"):
-        if older != target:
-            shutil.rmtree(older, ignore_errors=True)
-    return jar
+
+    def keep(build: Path, out: Path) -> None:
+        os.replace(next(build.glob("faultline-probe-*.jar")), out / "faultline-probe.jar")
+
+    folder = jars.maven_built("probe", PROBE_POM, "probe.build", ["package"], keep)
+    return folder / "faultline-probe.jar"
 
 
 @dataclass
