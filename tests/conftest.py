@@ -31,6 +31,7 @@ HEAVIEST = (
     "test_job.py",
     "test_soak.py",
     "test_state_store.py",
+    "test_java_client.py",  # about a minute, seven JVMs (the testbed, four producers' JVMs)
     "test_crash.py",
     "test_storage.py",
     "test_dashboard.py",
