@@ -392,6 +392,9 @@ public final class FaultlineFollower implements AutoCloseable {
         c.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
         // never create the topic (the job creates it compacted)
         c.put(ConsumerConfig.ALLOW_AUTO_CREATE_TOPICS_CONFIG, false);
+        // a Kafka that is down is asked again every 5 s at most, not every second (each failed
+        // connection is a warning in the application's log)
+        c.put(ConsumerConfig.RECONNECT_BACKOFF_MAX_MS_CONFIG, 5_000);
         c.putAll(kafkaProperties);
         return c;
     }
