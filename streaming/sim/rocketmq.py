@@ -386,6 +386,7 @@ class Broker:
             topics.write_text(json.dumps(_topics(self.testbed.topics)))
         settings = {
             **BROKER_SETTINGS,
+            **self.testbed.settings,
             "brokerName": self.name,
             "brokerIP1": self.host,
             "listenPort": str(self.port),
@@ -486,6 +487,8 @@ class Testbed:
 
     data: Path
     brokers_wanted: int = 3
+    settings: dict[str, str] = field(default_factory=dict)
+    """Broker settings over :data:`BROKER_SETTINGS`."""
     topics: dict[str, int] = field(default_factory=lambda: {TOPIC: QUEUES, TX_TOPIC: QUEUES})
     brokers: list[Broker] = field(default_factory=list)
     heartbeats: list[dict[str, object]] = field(default_factory=list)
@@ -613,10 +616,13 @@ def _wait_port(host: str, port: int, proc: subprocess.Popen[bytes], home: Path) 
 
 
 @contextlib.contextmanager
-def testbed(data: Path | None = None, brokers: int = 3) -> Iterator[Testbed]:
-    """A started testbed on ``data`` (default: a temporary folder); killed at the end."""
+def testbed(
+    data: Path | None = None, brokers: int = 3, settings: dict[str, str] | None = None
+) -> Iterator[Testbed]:
+    """A started testbed on ``data`` (default: a temporary folder), its brokers with ``settings``
+    over :data:`BROKER_SETTINGS`; killed at the end."""
     with tempfile.TemporaryDirectory(prefix="faultline-rocketmq-") as tmp:
-        bed = Testbed(data or Path(tmp), brokers)
+        bed = Testbed(data or Path(tmp), brokers, settings=dict(settings or {}))
         try:
             bed.start()
             yield bed

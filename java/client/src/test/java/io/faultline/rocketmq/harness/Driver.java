@@ -41,7 +41,7 @@ import org.apache.rocketmq.common.message.Message;
  *     {@code sendLatencyFaultEnable} on, following faultline from that Kafka (none without
  *     {@code kafka}); answers how long the follower's start took;
  * <li>{@code {"op":"send","id":"p","count":20,"interval_ms":10}}: that many SYNC sends, each's
- *     broker, time taken (µs) and error;
+ *     broker, time taken (µs), error and end (epoch ms);
  * <li>{@code {"op":"table","id":"p"}}: the producer's own fault table, read by reflection;
  * <li>{@code {"op":"view","id":"p"}}: the follower's decisions and status;
  * <li>{@code {"op":"own","id":"p","broker":"b"}}: the producer's own isolation of a broker (its
@@ -161,6 +161,7 @@ public class Driver {
                 List<Object> brokers = new ArrayList<>();
                 List<Object> micros = new ArrayList<>();
                 List<Object> errors = new ArrayList<>();
+                List<Object> at = new ArrayList<>();
                 for (long n = 0; n < count; n++) {
                     byte[] body = ("faultline harness " + id + " " + n).getBytes(StandardCharsets.UTF_8);
                     long begin = System.nanoTime();
@@ -172,6 +173,7 @@ public class Driver {
                         error = e.toString();
                     }
                     micros.add((System.nanoTime() - begin) / 1000);
+                    at.add(System.currentTimeMillis());
                     brokers.add(broker);
                     errors.add(error);
                     if (interval > 0) {
@@ -181,6 +183,7 @@ public class Driver {
                 a.put("brokers", brokers);
                 a.put("latency_us", micros);
                 a.put("errors", errors);
+                a.put("at_ms", at);
                 return a;
             }
             case "table": {
@@ -198,6 +201,7 @@ public class Driver {
                     row.put("decision", d.decision());
                     row.put("state", d.state().name());
                     row.put("held_until", d.heldUntil());
+                    row.put("seen_at", d.seenAt());
                     row.put("live", d.live());
                     row.put("available", p.follower.isAvailable(d.broker()));
                     decisions.put(d.broker(), row);
