@@ -116,13 +116,13 @@ public final class FaultlineFollower implements AutoCloseable {
             this.bootstrapServers = bootstrapServers.trim();
         }
 
-        /** The decisions topic (default {@value #DEFAULT_TOPIC}, the job's {@code decisions_topic}). */
+        /** The decisions topic (default {@value FaultlineFollower#DEFAULT_TOPIC}, the job's {@code decisions_topic}). */
         public Builder topic(String topic) {
             this.topic = Objects.requireNonNull(topic, "topic");
             return this;
         }
 
-        /** The producers' RocketMQ cluster, as faultline names it (default {@value #DEFAULT_CLUSTER}). */
+        /** The producers' RocketMQ cluster, as faultline names it (default {@value FaultlineFollower#DEFAULT_CLUSTER}). */
         public Builder cluster(String cluster) {
             this.cluster = Objects.requireNonNull(cluster, "cluster");
             return this;
