@@ -15,12 +15,14 @@ Every JVM faultline starts (a Spark session, a Kafka broker) notes itself with
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
 import subprocess
 import tempfile
 import xml.etree.ElementTree as ET
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -173,6 +175,43 @@ def _copy(mvn: str, name: str, into: Path) -> None:
         for jar in into.glob("*.jar"):
             if _artifact(jar.name) in ships:
                 jar.unlink()
+
+
+def maven_built(
+    name: str,
+    pom: Path,
+    build_property: str,
+    goals: Sequence[str],
+    keep: Callable[[Path, Path], None],
+) -> Path:
+    """A folder of the cache, ``<name>-<digest>``, built by Maven from the module of ``pom`` when
+    its sources (the POM and every file under ``src/``) changed: ``mvn -q -B -f POM GOALS
+    -D<build_property>=BUILD`` with a temporary ``BUILD`` (the module's ``<directory>``: nothing is
+    built into the repository), then ``keep(BUILD, folder)`` moves what is kept into the new
+    folder, which appears whole. An older build of ``name`` goes."""
+    sources = [pom, *sorted(p for p in (pom.parent / "src").rglob("*") if p.is_file())]
+    target = cache() / f"{name}-{digest(sources)}"
+    if target.is_dir():
+        return target
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise RuntimeError(f"building {pom.parent} needs Maven (mvn) on the PATH")
+    cache().mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=cache(), prefix=f".{name}-") as tmp:
+        build, out = Path(tmp, "build"), Path(tmp, "out")
+        out.mkdir()
+        note_jvm_start(f"maven {name}")
+        cmd = [mvn, "-q", "-B", "-f", str(pom), *goals, f"-D{build_property}={build}"]
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"building {pom.parent} failed:\n{done.stdout}{done.stderr}")
+        keep(build, out)
+        with contextlib.suppress(OSError):  # built meanwhile by another process
+            os.replace(out, target)
+    for older in cache().glob(f"{name}-*"):
+        if older != target:
+            shutil.rmtree(older, ignore_errors=True)
+    return target
 
 
 JVM_LOG = "FAULTLINE_JVM_LOG"

@@ -22,12 +22,16 @@ from udfs.errors import ConfigError
 
 SERIAL = ("test_outage.py", "test_kafka_clients.py")
 """Modules that time a frozen Kafka broker to the second: one group, never beside each other."""
+TESTBEDS = ("test_rocketmq.py", "test_java_client.py")
+"""Modules that run a RocketMQ testbed and its producers' JVMs: one group, never beside each other
+(the judge compares the clients' clocks to 5 ms, which another testbed's load beside it broke)."""
 
 HEAVIEST = (
     "test_kafka_outages.py",
     "test_kafka.py",
     "test_sink_spark.py",
     "test_rocketmq.py",  # after the Kafka outages: its 13 JVMs slow what runs beside it
+    "test_java_client.py",  # then, in the same group (TESTBEDS): about a minute, seven JVMs
     "test_job.py",
     "test_soak.py",
     "test_state_store.py",
@@ -76,6 +80,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.name in SERIAL:
             item.add_marker(pytest.mark.xdist_group("serial"))
+        elif item.path.name in TESTBEDS:
+            item.add_marker(pytest.mark.xdist_group("rocketmq"))
         elif item.get_closest_marker("jvm") is not None:
             item.add_marker(pytest.mark.xdist_group(item.path.name))
     items.sort(key=_order)

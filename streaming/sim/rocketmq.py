@@ -32,7 +32,6 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -387,6 +386,7 @@ class Broker:
             topics.write_text(json.dumps(_topics(self.testbed.topics)))
         settings = {
             **BROKER_SETTINGS,
+            **self.testbed.settings,
             "brokerName": self.name,
             "brokerIP1": self.host,
             "listenPort": str(self.port),
@@ -487,6 +487,8 @@ class Testbed:
 
     data: Path
     brokers_wanted: int = 3
+    settings: dict[str, str] = field(default_factory=dict)
+    """Broker settings over :data:`BROKER_SETTINGS`."""
     topics: dict[str, int] = field(default_factory=lambda: {TOPIC: QUEUES, TX_TOPIC: QUEUES})
     brokers: list[Broker] = field(default_factory=list)
     heartbeats: list[dict[str, object]] = field(default_factory=list)
@@ -614,10 +616,13 @@ def _wait_port(host: str, port: int, proc: subprocess.Popen[bytes], home: Path) 
 
 
 @contextlib.contextmanager
-def testbed(data: Path | None = None, brokers: int = 3) -> Iterator[Testbed]:
-    """A started testbed on ``data`` (default: a temporary folder); killed at the end."""
+def testbed(
+    data: Path | None = None, brokers: int = 3, settings: dict[str, str] | None = None
+) -> Iterator[Testbed]:
+    """A started testbed on ``data`` (default: a temporary folder), its brokers with ``settings``
+    over :data:`BROKER_SETTINGS`; killed at the end."""
     with tempfile.TemporaryDirectory(prefix="faultline-rocketmq-") as tmp:
-        bed = Testbed(data or Path(tmp), brokers)
+        bed = Testbed(data or Path(tmp), brokers, settings=dict(settings or {}))
         try:
             bed.start()
             yield bed
@@ -631,33 +636,12 @@ def testbed(data: Path | None = None, brokers: int = 3) -> Iterator[Testbed]:
 def probe_jar() -> Path:
     """The producers' jar (``java/probe``), built by Maven into the jar cache when its sources
     changed."""
-    sources = [*sorted(PROBE_POM.parent.rglob("*.java")), PROBE_POM]
-    digest = jars.digest(sources)
-    target = jars.cache() / f"probe-{digest}"
-    jar = target / "faultline-probe.jar"
-    if jar.exists():
-        return jar
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise RuntimeError("building the testbed's producers needs Maven (mvn) on the PATH")
-    with tempfile.TemporaryDirectory(dir=jars.cache(), prefix=".probe-") as tmp:
-        done = subprocess.run(
-            [mvn, "-q", "-B", "-f", str(PROBE_POM), "package", f"-Dprobe.build={tmp}"],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"building java/probe failed:\n{done.stdout}{done.stderr}")
-        built = next(Path(tmp).glob("faultline-probe-*.jar"))
-        Path(tmp, "out").mkdir()
-        os.replace(built, Path(tmp, "out", jar.name))
-        with contextlib.suppress(OSError):
-            os.replace(Path(tmp, "out"), target)
-    for older in jars.cache().glob("probe-*"):
-        if older != target:
-            shutil.rmtree(older, ignore_errors=True)
-    return jar
+
+    def keep(build: Path, out: Path) -> None:
+        os.replace(next(build.glob("faultline-probe-*.jar")), out / "faultline-probe.jar")
+
+    folder = jars.maven_built("probe", PROBE_POM, "probe.build", ["package"], keep)
+    return folder / "faultline-probe.jar"
 
 
 @dataclass

@@ -82,11 +82,12 @@ def test_a_jar_set_not_fetched_stops_the_job_naming_the_command(tmp_path: Path) 
         "rocketmq-4.7",
         "rocketmq-4.9",
         "rocketmq-5",
+        "rocketmq-spring",
     ]
     assert all(line.endswith("not fetched") for line in listed.stdout.splitlines())
     unknown = faultline("jars", "fetch", "kafka", cwd=tmp_path, env=empty, timeout=60)
     assert unknown.returncode == 2
     assert unknown.stderr.strip() == (
         "faultline: no jar set kafka; the sets are: spark-kafka, delta, kafka-broker, "
-        "rocketmq-server, rocketmq-4.7, rocketmq-4.9, rocketmq-5"
+        "rocketmq-server, rocketmq-4.7, rocketmq-4.9, rocketmq-5, rocketmq-spring"
     )
