@@ -93,13 +93,13 @@ public final class Reporter {
     private long summarized;
     private long summaries;
 
-    private Reporter(Builder b) {
+    private Reporter(Builder b, Sink sink) {
         if (b.windowMs <= 0 || b.buffer <= 0) {
             throw new IllegalArgumentException("window_ms " + b.windowMs + " and buffer " + b.buffer
                     + " must be positive");
         }
         this.producerId = Objects.requireNonNull(b.producerId, "producerId");
-        this.sink = Objects.requireNonNull(b.sink, "sink");
+        this.sink = Objects.requireNonNull(sink, "sink");
         this.profile = Profile.named(b.clientProfile);
         this.cluster = b.cluster;
         this.producerGroup = b.producerGroup;
@@ -112,15 +112,14 @@ public final class Reporter {
         this.table = b.latencyFaultEnable ? new FaultTable(profile) : null;
     }
 
-    /** A reporter for this producer (or consumer) id, handing its records to {@code sink}. */
-    public static Builder builder(String producerId, Sink sink) {
-        return new Builder(producerId, sink);
+    /** The settings of a reporter for this producer (or consumer) id; {@link Builder#build} makes it. */
+    public static Builder builder(String producerId) {
+        return new Builder(producerId);
     }
 
     /** A reporter's settings; the defaults are Python's. */
     public static final class Builder {
-        private final String producerId;
-        private final Sink sink;
+        private String producerId;
         private String cluster = "default";
         private String producerGroup;
         private String clientProfile = "rocketmq-4.9";
@@ -128,9 +127,14 @@ public final class Reporter {
         private long windowMs = WINDOW_MS;
         private int buffer = BUFFER;
 
-        private Builder(String producerId, Sink sink) {
+        private Builder(String producerId) {
             this.producerId = producerId;
-            this.sink = sink;
+        }
+
+        /** The producer's id (RocketMQ's {@code clientId}): the records' key and the events' ids. */
+        public Builder producerId(String producerId) {
+            this.producerId = producerId;
+            return this;
         }
 
         /** The RocketMQ cluster, as faultline names it (default {@code default}). */
@@ -170,8 +174,21 @@ public final class Reporter {
             return this;
         }
 
-        public Reporter build() {
-            return new Reporter(this);
+        /** A reporter with these settings, handing its records to {@code sink}. */
+        public Reporter build(Sink sink) {
+            return new Reporter(this, sink);
+        }
+
+        /** A copy, to change without changing this one. */
+        public Builder copy() {
+            Builder b = new Builder(producerId);
+            b.cluster = cluster;
+            b.producerGroup = producerGroup;
+            b.clientProfile = clientProfile;
+            b.latencyFaultEnable = latencyFaultEnable;
+            b.windowMs = windowMs;
+            b.buffer = buffer;
+            return b;
         }
     }
 
@@ -486,7 +503,8 @@ public final class Reporter {
         return id == null ? "None" : id.toString();
     }
 
-    private void drain() {
+    /** Hand the buffer to the sink, oldest first, until it refuses one. */
+    public void drain() {
         while (!pending.isEmpty()) {
             Pending p = pending.peekFirst();
             boolean taken;

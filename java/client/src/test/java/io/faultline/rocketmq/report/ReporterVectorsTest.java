@@ -75,7 +75,8 @@ class ReporterVectorsTest {
 
         static Replay of(Map<String, Object> settings) {
             final Replay r = new Replay();
-            Reporter.Builder b = Reporter.builder((String) settings.get("producer_id"), new Sink() {
+            Reporter.Builder b = Reporter.builder((String) settings.get("producer_id"));
+            Sink sink = new Sink() {
                 @Override
                 public boolean offer(String key, byte[] value) {
                     if (r.taking) {
@@ -84,7 +85,7 @@ class ReporterVectorsTest {
                     }
                     return r.taking;
                 }
-            });
+            };
             for (Map.Entry<String, Object> s : settings.entrySet()) {
                 Object v = s.getValue();
                 switch (s.getKey()) {
@@ -112,7 +113,7 @@ class ReporterVectorsTest {
                         throw new IllegalArgumentException("unknown setting " + s.getKey());
                 }
             }
-            r.reporter = b.build();
+            r.reporter = b.build(sink);
             return r;
         }
 
