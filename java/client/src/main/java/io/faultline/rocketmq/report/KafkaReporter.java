@@ -42,6 +42,16 @@ public final class KafkaReporter implements Closeable {
         reporter.flush();
     }
 
+    /** The summaries whose window ended by {@code now} (epoch ms of event time) go out. */
+    public void flush(long now) {
+        reporter.flush(now);
+    }
+
+    /** Every open summary goes out (Python's {@code flush()} without a time). */
+    public void flushAll() {
+        reporter.flushAll();
+    }
+
     /** The reporter's counters. */
     public SharedReporter.Counters counters() {
         return reporter.counters();

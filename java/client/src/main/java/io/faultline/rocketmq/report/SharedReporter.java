@@ -93,6 +93,13 @@ public final class SharedReporter {
         }
     }
 
+    /** The summaries whose window ended by {@code now} (epoch ms of event time) go out. */
+    public synchronized void flush(long now) {
+        if (!closed && reporter != null) {
+            reporter.flush(now);
+        }
+    }
+
     /** Every open summary goes out, and the buffer to the sink. */
     public synchronized void flushAll() {
         if (!closed && reporter != null) {
