@@ -58,14 +58,15 @@ public final class SharedReporter {
 
     /**
      * The attempt that began at {@code startMs} ended now: its event time is the clock's now, read
-     * under the lock, and its latency {@code now - startMs}. Returns the event time (0 once closed).
+     * under the lock, and its latency {@code now - startMs} (0 if the wall clock stepped back: the
+     * job refuses a negative latency). Returns the event time (0 once closed).
      */
     public synchronized long sendEnded(SendEvent event, long startMs) {
         if (closed) {
             return 0;
         }
         long now = clock.getAsLong();
-        event.eventTime(now).latencyMs(now - startMs);
+        event.eventTime(now).latencyMs(Math.max(0, now - startMs));
         reporter().send(event);
         return now;
     }

@@ -211,6 +211,14 @@ class FaultlineSendHookTest {
     }
 
     @Test
+    void aClockThatStepsBackGivesLatencyZero() throws IOException {
+        FaultlineSendHook hook = install("rocketmq-4.9");
+        attempt(hook, context(message("m-11"), "broker-a", CommunicationMode.SYNC), -40, null,
+                new RemotingTimeoutException("timeout"));
+        assertThat(sink.record(0).get("latency_ms")).isEqualTo(0L);
+    }
+
+    @Test
     void aHalfMessageIsTransactionalAndADelayedOneCarriesItsLevel() throws IOException {
         FaultlineSendHook hook = install("rocketmq-4.9");
         Message half = message("tx-1");

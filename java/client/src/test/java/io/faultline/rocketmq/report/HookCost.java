@@ -30,6 +30,7 @@ public final class HookCost {
     public static void main(String[] args) throws Exception {
         int sends = args.length > 0 ? Integer.parseInt(args[0]) : 2_000_000;
         int threads = args.length > 1 ? Integer.parseInt(args[1]) : 4;
+        System.out.println("client profile detected: " + FaultlineReporting.detectProfile());
         FaultlineSendHook hook = hook();
         run(hook, 1, sends); // warm-up
         run(hook, threads, sends / threads);
