@@ -54,7 +54,12 @@ import org.slf4j.LoggerFactory;
  * <li>ASYNC retries: the callback re-sends with the same context and no Before, and runs the
  * After once, at the end: one event per ASYNC send, attempt 0, timed from its first attempt, at
  * the broker that answered (or the first attempt's broker when it failed). ASYNC's dispatch
- * report ({@code updateFaultItem} with ~0 ms when the send leaves) the job derives itself.</li>
+ * report ({@code updateFaultItem} with ~0 ms when the send leaves) the job derives itself. The
+ * dispatch's After and the callback's share the context, and the dispatch sets its result to
+ * null: when it does so while the answer comes in, the callback's After sees no result. It runs
+ * on another thread than the Before (the dispatch's runs on the Before's), so it is still
+ * reported, as a {@code SEND_OK} at the queue first sent to (its status and a retry's broker are
+ * lost with the result).</li>
  * <li>A failure before any hook runs (no route, no broker address, a message that fails
  * validation): no attempt reached a broker; no event.</li>
  * <li>ONEWAY: no result comes back; a ONEWAY attempt without an exception is {@code SEND_OK}, as
@@ -83,8 +88,8 @@ public final class FaultlineSendHook implements SendMessageHook {
             return new long[] {NO_START};
         }
     };
-    private final ConcurrentHashMap<SendMessageContext, Long> asyncStart =
-            new ConcurrentHashMap<SendMessageContext, Long>();
+    private final ConcurrentHashMap<SendMessageContext, AsyncStart> asyncStart =
+            new ConcurrentHashMap<SendMessageContext, AsyncStart>();
     /** SYNC messages whose last attempt failed and will be retried: by identity (Message has no equals). */
     private final ConcurrentHashMap<Message, Retrying> retrying = new ConcurrentHashMap<Message, Retrying>();
     private final AtomicLong errors = new AtomicLong();
@@ -106,6 +111,17 @@ public final class FaultlineSendHook implements SendMessageHook {
         this.profile = profile;
         this.clock = clock;
         this.callTimeoutGraceMs = callTimeoutGraceMs;
+    }
+
+    /** An ASYNC send's Before: when, and on which thread (the one its dispatch After runs on). */
+    private static final class AsyncStart {
+        final long at;
+        final Thread thread;
+
+        AsyncStart(long at, Thread thread) {
+            this.at = at;
+            this.thread = thread;
+        }
     }
 
     /** A failed SYNC attempt the producer will retry. */
@@ -142,7 +158,7 @@ public final class FaultlineSendHook implements SendMessageHook {
         try {
             long now = clock.getAsLong();
             if (context.getCommunicationMode() == CommunicationMode.ASYNC) {
-                asyncStart.put(context, now);
+                asyncStart.put(context, new AsyncStart(now, Thread.currentThread()));
             } else {
                 syncStart.get()[0] = now;
                 if (!retrying.isEmpty()) {
@@ -180,14 +196,21 @@ public final class FaultlineSendHook implements SendMessageHook {
         int maxAttempts;
         SendMode mode;
         if (communication == CommunicationMode.ASYNC) {
-            if (result == null && error == null) {
-                return; // the After at dispatch: the result comes through the callback
-            }
-            Long began = asyncStart.remove(context);
+            AsyncStart began = asyncStart.get(context);
             if (began == null) {
                 return; // reported already (a failure before dispatch runs the After twice)
             }
-            start = began;
+            if (result == null && error == null && began.thread == Thread.currentThread()) {
+                return; // the After at dispatch: the result comes through the callback
+            }
+            // Without a result or an exception on another thread: the callback's After, whose
+            // result the dispatch After overwrote with null in the context they share (the
+            // dispatch runs "context.setSendResult(null)" while the answer comes in): a success
+            // (a failure sets the exception, which the dispatch leaves), at the queue sent to.
+            if (!asyncStart.remove(context, began)) {
+                return;
+            }
+            start = began.at;
             attempt = 0;
             maxAttempts = 1 + producer.getRetryTimesWhenSendAsyncFailed();
             mode = SendMode.ASYNC;
@@ -283,8 +306,8 @@ public final class FaultlineSendHook implements SendMessageHook {
                 retrying.remove(entry.getKey(), r);
             }
         }
-        for (Iterator<Long> it = asyncStart.values().iterator(); it.hasNext(); ) {
-            if (now - it.next() >= STALE_MS) {
+        for (Iterator<AsyncStart> it = asyncStart.values().iterator(); it.hasNext(); ) {
+            if (now - it.next().at >= STALE_MS) {
                 it.remove();
             }
         }

@@ -210,6 +210,33 @@ class FaultlineSendHookTest {
         assertThat(hook.inFlight()).isZero();
     }
 
+    /** The dispatch's After sets the shared context's result to null while the answer comes in: the
+     * callback's After, on its own thread, sees no result and is still the send's one event. */
+    @Test
+    void anAsyncResultOverwrittenByTheDispatchIsStillReported() throws Exception {
+        final FaultlineSendHook hook = install("rocketmq-5");
+        final SendMessageContext c = context(message("m-12"), "broker-a", CommunicationMode.ASYNC);
+        hook.sendMessageBefore(c);
+        hook.sendMessageAfter(c); // the dispatch, on the Before's thread: nothing yet
+        now.addAndGet(9);
+        Thread callback = new Thread(new Runnable() {
+            @Override
+            public void run() {
+                hook.sendMessageAfter(c); // result already overwritten with null
+            }
+        });
+        callback.start();
+        callback.join();
+        reporting.reporter().flushAll();
+        assertThat(sink.size()).isEqualTo(1);
+        Map<String, Object> summary = sink.record(0);
+        assertThat(summary.get("kind")).isEqualTo("send_summary");
+        assertThat(summary.get("broker_name")).isEqualTo("broker-a");
+        assertThat(summary.get("latency_ms")).isEqualTo(9L);
+        assertThat(summary.get("mode")).isEqualTo("ASYNC");
+        assertThat(hook.inFlight()).isZero();
+    }
+
     @Test
     void aClockThatStepsBackGivesLatencyZero() throws IOException {
         FaultlineSendHook hook = install("rocketmq-4.9");
