@@ -81,6 +81,7 @@ public final class FaultlineFollower implements AutoCloseable {
     private final long pollMs;
     private final long retryMs;
     private final DecisionView view;
+    private final Listener listener;
     private final CopyOnWriteArrayList<Followed> followed = new CopyOnWriteArrayList<>();
     private final AtomicBoolean started = new AtomicBoolean();
     private final AtomicBoolean closed = new AtomicBoolean();
@@ -108,6 +109,7 @@ public final class FaultlineFollower implements AutoCloseable {
         private long maxHoldMs = 600_000;
         private long pollMs = 200;
         private long retryMs = 2_000;
+        private Listener listener;
 
         private Builder(String bootstrapServers) {
             if (bootstrapServers == null || bootstrapServers.trim().isEmpty()) {
@@ -183,6 +185,16 @@ public final class FaultlineFollower implements AutoCloseable {
             return this;
         }
 
+        /**
+         * Told of every write the follower makes into a followed producer's fault table (for
+         * metrics and measurements: when a decision took effect in a producer); called on the
+         * follower's own thread, so it should return at once. What it throws is logged and ignored.
+         */
+        public Builder listener(Listener listener) {
+            this.listener = listener;
+            return this;
+        }
+
         public FaultlineFollower build() {
             return new FaultlineFollower(this);
         }
@@ -229,6 +241,20 @@ public final class FaultlineFollower implements AutoCloseable {
         }
     }
 
+    /** What the follower wrote into a producer's fault table ({@link Builder#listener}). */
+    public interface Listener {
+        /**
+         * The follower held {@code broker} in {@code producer}'s table until {@code heldUntil}, or
+         * let go of its hold ({@code heldUntil <= at}: the broker available at once, or the
+         * producer's own item kept), at {@code at} (the follower's clock, epoch ms). A hold written
+         * again after the producer's own update cut it short is told again.
+         *
+         * @param decision the decision the write follows; null when none is known any more
+         *     (a tombstone, or the follower's {@link #close})
+         */
+        void applied(DefaultMQProducer producer, String broker, BrokerDecision decision, long heldUntil, long at);
+    }
+
     public static Builder builder(String bootstrapServers) {
         return new Builder(bootstrapServers);
     }
@@ -243,6 +269,7 @@ public final class FaultlineFollower implements AutoCloseable {
         this.pollMs = b.pollMs;
         this.retryMs = b.retryMs;
         this.view = new DecisionView(b.outOfRouteHoldMs, b.maxHoldMs);
+        this.listener = b.listener;
         this.name = "faultline-follower-" + INSTANCES.incrementAndGet();
     }
 
@@ -572,6 +599,9 @@ public final class FaultlineFollower implements AutoCloseable {
         return next;
     }
 
+    /** What {@code Followed.apply} returns when it wrote nothing. */
+    private static final long NOTHING = Long.MIN_VALUE;
+
     /** One followed producer, and what faultline wrote into its table. */
     private final class Followed {
         final ProducerFaultTable table;
@@ -589,7 +619,10 @@ public final class FaultlineFollower implements AutoCloseable {
             for (String broker : brokers) {
                 try {
                     BrokerDecision d = decisions.get(broker);
-                    apply(broker, d == null ? 0 : d.blockedUntil(now, probePeriodMs), now);
+                    long until = apply(broker, d == null ? 0 : d.blockedUntil(now, probePeriodMs), now);
+                    if (until != NOTHING) {
+                        tell(broker, d, until, now);
+                    }
                 } catch (Throwable e) {
                     String said = e.toString();
                     if (!said.equals(lastFailure)) {
@@ -601,7 +634,12 @@ public final class FaultlineFollower implements AutoCloseable {
             }
         }
 
-        private void apply(String broker, long target, long now) throws ReflectiveOperationException {
+        /**
+         * Hold {@code broker} until {@code target} (let go of faultline's hold when it is not
+         * after {@code now}); returns the item's new start when the follower wrote or let go of
+         * something, {@link #NOTHING} when it left the table as it was.
+         */
+        private long apply(String broker, long target, long now) throws ReflectiveOperationException {
             long start = table.availableFrom(broker);
             Long w = written.get(broker);
             if (target > now) {
@@ -610,12 +648,16 @@ public final class FaultlineFollower implements AutoCloseable {
                         table.setAvailableFrom(broker, target);
                         written.put(broker, target);
                         writes.incrementAndGet();
+                        return target;
                     }
                 } else if (start < target) {  // none, or the producer's own, shorter
-                    written.put(broker, table.isolate(broker, target));
+                    long held = table.isolate(broker, target);
+                    written.put(broker, held);
                     writes.incrementAndGet();
-                } else {  // the producer's own hold is as long or longer: its own
+                    return held;
+                } else if (w != null) {  // the producer's own hold is as long or longer: its own
                     written.remove(broker);
+                    return now;
                 }
             } else if (w != null) {
                 written.remove(broker);
@@ -623,13 +665,29 @@ public final class FaultlineFollower implements AutoCloseable {
                     table.setAvailableFrom(broker, now);
                     releases.incrementAndGet();
                 }
+                return now;
+            }
+            return NOTHING;
+        }
+
+        private void tell(String broker, BrokerDecision decision, long until, long now) {
+            Listener l = listener;
+            if (l == null) {
+                return;
+            }
+            try {
+                l.applied(table.producer(), broker, decision, until, now);
+            } catch (Throwable e) {
+                log.warn("faultline: the follower's listener failed: {}", e.toString());
             }
         }
 
         synchronized void releaseAll(long now) {
             for (String broker : new ArrayList<>(written.keySet())) {
                 try {
-                    apply(broker, 0, now);
+                    if (apply(broker, 0, now) != NOTHING) {
+                        tell(broker, null, now, now);
+                    }
                 } catch (Throwable e) {
                     written.remove(broker);
                 }

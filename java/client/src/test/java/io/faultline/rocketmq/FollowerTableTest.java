@@ -4,6 +4,9 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.util.ArrayList;
+import java.util.List;
+
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
@@ -120,5 +123,56 @@ class FollowerTableTest {
         assertTrue(follower.isAvailable("D", "b"));
         assertEquals(1, follower.decisions().size());
         assertTrue(follower.held().contains("b"));
+    }
+
+    @Test
+    void theListenerIsToldOfEveryWriteWithItsDecision() throws Exception {
+        List<String> told = new ArrayList<>();
+        FaultlineFollower listened = FaultlineFollower.builder("127.0.0.1:1").cluster("C")
+            .listener((p, broker, d, until, at) -> told.add((p == producer) + " " + broker + " "
+                + (d == null ? "-" : d.decision()) + " " + until + " " + at))
+            .build();
+        try {
+            follower.close();  // the setUp's follower lets go of the producer
+            assertTrue(listened.follow(producer));
+            long now = System.currentTimeMillis();
+            listened.view().apply("broker/C/b",
+                DecisionViewTest.message("b", "ISOLATE", "ISOLATED", now, now + 60_000), now, true);
+            listened.applyAt(now);
+            listened.applyAt(now + 5);  // nothing changed: nothing told
+            // RocketMQ 4.x: a fast answer from b makes it available; held again, and told again
+            producer.getDefaultMQProducerImpl().updateFaultItem("b", 3, false);
+            listened.applyAt(now + 10);
+            listened.view().apply("broker/C/b",
+                DecisionViewTest.message("b", "RESTORE", "AVAILABLE", now + 20, now + 20), now + 20, true);
+            listened.applyAt(now + 20);
+            assertEquals(java.util.Arrays.asList(
+                "true b ISOLATE " + (now + 60_000) + " " + now,
+                "true b ISOLATE " + (now + 60_000) + " " + (now + 10),
+                "true b RESTORE " + (now + 20) + " " + (now + 20)), told);
+            assertEquals(now + 20, table.availableFrom("b"));
+        } finally {
+            listened.close();
+        }
+    }
+
+    @Test
+    void aListenerThatThrowsChangesNothing() throws Exception {
+        FaultlineFollower listened = FaultlineFollower.builder("127.0.0.1:1").cluster("C")
+            .listener((p, broker, d, until, at) -> {
+                throw new IllegalStateException("listener");
+            })
+            .build();
+        try {
+            follower.close();
+            assertTrue(listened.follow(producer));
+            long now = System.currentTimeMillis();
+            listened.view().apply("broker/C/b",
+                DecisionViewTest.message("b", "ISOLATE", "ISOLATED", now, now + 60_000), now, true);
+            listened.applyAt(now);
+            assertEquals(now + 60_000, table.availableFrom("b"));
+        } finally {
+            listened.close();
+        }
     }
 }
