@@ -137,10 +137,16 @@ def driver(
     out: Path,
     decisions_topic: str,
     topic: str = rocketmq.TOPIC,
+    *,
+    events_topic: str | None = None,
+    record: Path | None = None,
 ) -> Driver:
     """A harness JVM with the client of ``profile`` (a jar set of ``conf/jars/pom.xml``), whose
     producers send to ``topic`` on ``bed`` and follow ``decisions_topic``; not yet ready
-    (:meth:`Driver.wait_ready`)."""
+    (:meth:`Driver.wait_ready`). Producers started with ``report`` report their attempts to
+    ``events_topic``; with ``record`` the harness writes what its producers did into that file
+    (``io.faultline.rocketmq.harness.Recorder``: sends, attempts, fault tables, the follower's
+    writes)."""
     classpath = [*client_jars(), *jars.find(profile, f"a {profile} client")]
     args = {
         "namesrv": bed.namesrv_address,
@@ -148,6 +154,10 @@ def driver(
         "decisions": decisions_topic,
         "cluster": rocketmq.CLUSTER,
     }
+    if events_topic is not None:
+        args["events"] = events_topic
+    if record is not None:
+        args["record"] = str(record)
     flat = [x for k, v in args.items() for x in (f"--{k}", v)]
     return _start(profile, classpath, out, DRIVER_MAIN, *flat)
 

@@ -21,6 +21,8 @@ import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonToken;
 import io.faultline.rocketmq.BrokerDecision;
 import io.faultline.rocketmq.FaultlineFollower;
+import io.faultline.rocketmq.report.FaultlineReporting;
+import io.faultline.rocketmq.report.KafkaSink;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.common.message.Message;
 
@@ -46,8 +48,23 @@ import org.apache.rocketmq.common.message.Message;
  * <li>{@code {"op":"view","id":"p"}}: the follower's decisions and status;
  * <li>{@code {"op":"own","id":"p","broker":"b"}}: the producer's own isolation of a broker (its
  *     {@code updateFaultItem(b, 3000, isolation=true)}, what a failed send does);
+ * <li>{@code {"op":"run","id":"p","rate":10}}: {@code p} sends that many messages a second in a
+ *     thread of its own until {@code halt} (the closed-loop bench; needs {@code --record});
+ * <li>{@code {"op":"halt"}}: every {@code run} stops; answers each producer's sends and failures;
+ * <li>{@code {"op":"clear"}}: every producer's fault table emptied (after a warm-up: a JVM's first
+ *     sends are slow, and 4.x isolates a broker for 30 s after one answer of 550 ms);
  * <li>{@code {"op":"quit"}}.
  * </ul>
+ *
+ * <p>{@code start} also takes, for the closed-loop bench (streaming/bench/closed_loop.py):
+ * {@code "latency_fault": false} (the switch off; following turns it on), {@code "shared": true}
+ * (follow with the JVM's one follower of {@code kafka}, as an application with several producers
+ * does, instead of a follower of its own), {@code "report": "host:port"} (report every attempt to
+ * that Kafka's {@code --events} topic through faultline's {@code FaultlineReporting}, the
+ * producers of the JVM sharing one Kafka producer), {@code "instance"} (the client's
+ * {@code instanceName}: producers of one name share a client instance) and {@code "poll_ms"} (its
+ * route poll; default 1000, RocketMQ's 30000). With {@code --record FILE} every producer's sends,
+ * attempts, fault table and the follower's writes go to that file ({@link Recorder}).
  */
 public class Driver {
     public static final String ANSWER = "faultline-harness ";
@@ -73,10 +90,15 @@ public class Driver {
     private final Map<String, String> options;
     private final Map<String, Producer> producers = new LinkedHashMap<>();
     private final PrintStream out;
+    private final Recorder recorder;
+    private final List<FaultlineReporting> reportings = new ArrayList<>();
+    private FaultlineFollower shared;
+    private KafkaSink sink;
 
-    public Driver(Map<String, String> options) {
+    public Driver(Map<String, String> options) throws IOException {
         this.options = options;
         this.out = new PrintStream(new java.io.FileOutputStream(java.io.FileDescriptor.out), true);
+        this.recorder = options.containsKey("record") ? new Recorder(options.get("record")) : null;
     }
 
     public static void main(String[] args) throws Exception {
@@ -113,14 +135,33 @@ public class Driver {
                 answer(error);
             }
         }
+        if (recorder != null) {
+            try {
+                recorder.halt();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
+        for (FaultlineReporting r : reportings) {
+            r.close();  // every open summary goes out
+        }
+        if (sink != null) {
+            sink.close();
+        }
         for (Producer p : producers.values()) {
             if (!close) {
                 break;
             }
-            if (p.follower != null) {
+            if (p.follower != null && p.follower != shared) {
                 p.follower.close();
             }
             p.producer.shutdown();
+        }
+        if (shared != null) {
+            shared.close();
+        }
+        if (recorder != null) {
+            recorder.close();
         }
     }
 
@@ -131,23 +172,37 @@ public class Driver {
             case "start": {
                 DefaultMQProducer producer = new DefaultMQProducer("faultline-harness-" + id);
                 producer.setNamesrvAddr(options.get("namesrv"));
-                producer.setInstanceName(id);
-                producer.setSendLatencyFaultEnable(true);
-                producer.setPollNameServerInterval(1000);
+                producer.setInstanceName(c.get("instance") == null ? id : String.valueOf(c.get("instance")));
+                producer.setSendLatencyFaultEnable(!Boolean.FALSE.equals(c.get("latency_fault")));
+                producer.setPollNameServerInterval(c.get("poll_ms") == null ? 1000 : ((Number) c.get("poll_ms")).intValue());
                 producer.setSendMsgTimeout(3000);
                 producer.setRetryTimesWhenSendFailed(2);
                 FaultlineFollower follower = null;
                 Object kafka = c.get("kafka");
                 if (kafka != null) {
                     long begin = System.nanoTime();
-                    follower = FaultlineFollower.builder(String.valueOf(kafka))
-                        .topic(options.get("decisions"))
-                        .cluster(options.get("cluster"))
-                        .retryMs(500)
-                        .build()
-                        .start();
+                    if (Boolean.TRUE.equals(c.get("shared"))) {
+                        if (shared == null) {
+                            shared = follower(String.valueOf(kafka));
+                        }
+                        follower = shared;
+                    } else {
+                        follower = follower(String.valueOf(kafka));
+                    }
+                    producer.setSendLatencyFaultEnable(true);  // what following needs (the Spring Boot auto-configuration's default)
                     follower.follow(producer);
                     a.put("follower_start_us", (System.nanoTime() - begin) / 1000);
+                }
+                if (recorder != null) {
+                    recorder.watch(id, producer);
+                }
+                Object report = c.get("report");
+                if (report != null) {
+                    if (sink == null) {
+                        sink = new KafkaSink(String.valueOf(report), options.get("events"), new HashMap<String, Object>());
+                    }
+                    reportings.add(FaultlineReporting.install(producer,
+                        new FaultlineReporting.Settings().cluster(options.get("cluster")).producerId(id), sink));
                 }
                 producer.start();
                 String topic = options.get("topic");
@@ -184,6 +239,24 @@ public class Driver {
                 a.put("latency_us", micros);
                 a.put("errors", errors);
                 a.put("at_ms", at);
+                return a;
+            }
+            case "run": {
+                Producer p = producers.get(id);
+                if (recorder == null) {
+                    throw new IllegalStateException("run needs --record");
+                }
+                recorder.run(id, p.sender, ((Number) c.get("rate")).doubleValue());
+                return a;
+            }
+            case "halt": {
+                a.put("producers", recorder == null ? new LinkedHashMap<String, Object>() : recorder.halt());
+                return a;
+            }
+            case "clear": {
+                for (Producer p : producers.values()) {
+                    items(p.producer).clear();
+                }
                 return a;
             }
             case "table": {
@@ -236,6 +309,17 @@ public class Driver {
         }
     }
 
+    private FaultlineFollower follower(String kafka) {
+        FaultlineFollower.Builder b = FaultlineFollower.builder(kafka)
+            .topic(options.get("decisions"))
+            .cluster(options.get("cluster"))
+            .retryMs(500);
+        if (recorder != null) {
+            b.listener(recorder);
+        }
+        return b.build().start();
+    }
+
     /** Another command's answer, or null when there is no such command. */
     protected Map<String, Object> extra(String op, Map<String, Object> answer) {
         return null;
@@ -243,17 +327,20 @@ public class Driver {
 
     /** The producer's own fault table: {@code mqFaultStrategy.latencyFaultTolerance.faultItemTable}. */
     static Map<String, Object> table(DefaultMQProducer producer) throws ReflectiveOperationException {
-        Object strategy = field(producer.getDefaultMQProducerImpl(), "mqFaultStrategy");
-        Object tolerance = field(strategy, "latencyFaultTolerance");
-        Map<?, ?> items = (Map<?, ?>) field(tolerance, "faultItemTable");
         Map<String, Object> out = new TreeMap<>();
-        for (Map.Entry<?, ?> e : items.entrySet()) {
+        for (Map.Entry<?, ?> e : items(producer).entrySet()) {
             Map<String, Object> row = new LinkedHashMap<>();
             row.put("latency", field(e.getValue(), "currentLatency"));
             row.put("available_from", field(e.getValue(), "startTimestamp"));
             out.put(String.valueOf(e.getKey()), row);
         }
         return out;
+    }
+
+    private static Map<?, ?> items(DefaultMQProducer producer) throws ReflectiveOperationException {
+        Object strategy = field(producer.getDefaultMQProducerImpl(), "mqFaultStrategy");
+        Object tolerance = field(strategy, "latencyFaultTolerance");
+        return (Map<?, ?>) field(tolerance, "faultItemTable");
     }
 
     private static Method find(Class<?> type, String name, int params) {
@@ -288,7 +375,7 @@ public class Driver {
     }
 
     @SuppressWarnings("unchecked")
-    private static void write(JsonGenerator g, Object v) throws IOException {
+    static void write(JsonGenerator g, Object v) throws IOException {
         if (v == null) {
             g.writeNull();
         } else if (v instanceof Map) {
@@ -326,6 +413,8 @@ public class Driver {
                 JsonToken t = p.nextToken();
                 if (t == JsonToken.VALUE_NUMBER_INT) {
                     m.put(name, p.getLongValue());
+                } else if (t == JsonToken.VALUE_NUMBER_FLOAT) {
+                    m.put(name, p.getDoubleValue());
                 } else if (t == JsonToken.VALUE_TRUE || t == JsonToken.VALUE_FALSE) {
                     m.put(name, t == JsonToken.VALUE_TRUE);
                 } else if (t == JsonToken.VALUE_NULL) {
