@@ -22,7 +22,7 @@ from udfs.errors import ConfigError
 
 SERIAL = ("test_outage.py", "test_kafka_clients.py")
 """Modules that time a frozen Kafka broker to the second: one group, never beside each other."""
-TESTBEDS = ("test_rocketmq.py", "test_java_client.py")
+TESTBEDS = ("test_rocketmq.py", "test_java_client.py", "test_closed_loop_rocketmq.py")
 """Modules that run a RocketMQ testbed and its producers' JVMs: one group, never beside each other
 (the judge compares the clients' clocks to 5 ms, which another testbed's load beside it broke)."""
 
@@ -32,6 +32,7 @@ HEAVIEST = (
     "test_sink_spark.py",
     "test_rocketmq.py",  # after the Kafka outages: its 13 JVMs slow what runs beside it
     "test_java_client.py",  # then, in the same group (TESTBEDS): about a minute, seven JVMs
+    "test_closed_loop_rocketmq.py",  # then (TESTBEDS): the loop through the job, five JVMs
     "test_job.py",
     "test_soak.py",
     "test_state_store.py",

@@ -224,6 +224,8 @@ class Forwarder:
         self.producer.poll(0)
 
     def close(self) -> None:
+        if self._stop.is_set():
+            return
         self._stop.set()
         self._thread.join(15)
 
@@ -265,6 +267,8 @@ class DecisionReader:
                     )
 
     def close(self) -> None:
+        if self._stop.is_set():
+            return
         self._stop.set()
         self._thread.join(10)
         self._consumer.close()
@@ -469,6 +473,7 @@ def run(
         _say("sends stopped; the job reads the rest")
         for d in drivers.values():
             d.close()  # every reporter's open summary goes out
+        forwarder.close()
         total = _end_offsets(kafka, events)
 
         def drained() -> bool:
@@ -479,7 +484,6 @@ def run(
             _wait("the job reading every record", drained, 90, job)
         time.sleep(2)  # its last decisions onto the topic
         reader.close()
-        forwarder.close()
         records = [
             json.loads(line)
             for profile in profiles
@@ -714,6 +718,62 @@ def delays(run: Run) -> list[Delay]:
     return out
 
 
+STATES = ("no decision yet", "held", "on probation", "hold ended", "let go")
+OUT_OF_ROUTE_HOLD_MS = 30_000
+"""The follower's ``out-of-route-hold`` (its default)."""
+
+
+def _word(value: dict[str, Any], ts: int, at: int) -> str:
+    """What a decision read at ``ts`` (its Kafka timestamp) meant to a follower at ``at``."""
+    state = value.get("state", "")
+    if state == "AVAILABLE":
+        return "let go"
+    start, end = int(value["effective_at"]), int(value["available_from"])
+    if state == "OUT_OF_ROUTE":
+        until = max(start, ts) + OUT_OF_ROUTE_HOLD_MS
+    else:  # as the follower holds a decision read live: at least its duration from the read
+        until = max(end, ts + end - start)
+    if at >= until:
+        return "hold ended"
+    return "on probation" if state == "PROBING" else "held"
+
+
+def leaks(run: Run) -> dict[str, dict[str, int]]:
+    """Per fault, the following producers' sick sends by what the decisions topic's latest message
+    about the broker (by Kafka timestamp, since the fault began) meant when each started: where
+    the loop lets sends through. ``no decision yet``: the decision delay; ``on probation``: a
+    probation's share; ``hold ended``: an isolation over before the next one came (RocketMQ 5.x
+    isolates for 2 s after a slow answer, and the next decision is a delay away); ``let go``: a
+    restore; ``held``: the producer's own selection went around a hold (RocketMQ 4.x's
+    ``pickOneAtLeast`` when every broker is held, or its own answer between two rounds)."""
+    following = {m.producer_id for m in run.members if m.follows}
+    out = {}
+    for f in run.faults:
+        key = f"broker/{rocketmq.CLUSTER}/{f.broker}"
+        said = sorted(
+            (d["ts"], i)
+            for i, d in enumerate(run.decisions)
+            if d["key"] == key and d["ts"] >= f.start_ms
+        )
+        counts = dict.fromkeys(STATES, 0)
+        for r in run.records:
+            if (
+                r["k"] == "attempt"
+                and r["id"] in following
+                and r["broker"] == f.broker
+                and f.start_ms <= r["start"] < f.end_ms
+            ):
+                before = [(ts, i) for ts, i in said if ts <= r["start"]]
+                if before:
+                    ts, i = before[-1]
+                    word = _word(run.decisions[i]["value"], ts, r["start"])
+                else:
+                    word = "no decision yet"
+                counts[word] += 1
+        out[f.kind] = counts
+    return out
+
+
 @dataclass(frozen=True)
 class Goals:
     worse: list[str]
@@ -819,6 +879,16 @@ def report(run: Run) -> str:
             f"({d.decision or 'none'}) | {_s(d.applied_p50_s)} / {_s(d.applied_max_s)} s "
             f"({d.applied_producers}) |"
         )
+    lines += [
+        "",
+        "The followers' sick sends, by the decisions topic's last word on the broker when each "
+        "started:",
+        "",
+        "| fault | " + " | ".join(STATES) + " |",
+        "|---|" + "---|" * len(STATES),
+    ]
+    for fault, counts in leaks(run).items():
+        lines.append(f"| {fault} | " + " | ".join(str(counts[s]) for s in STATES) + " |")
     g = goals(table)
     many = [r for r in table if r.group == MANY.name]
     if many:
