@@ -790,16 +790,29 @@ class Goals:
 
     @property
     def never_worse(self) -> bool:
-        return not self.worse
+        """No group did worse following, beyond chance (:data:`SIGNIFICANT`)."""
+        return not significant(self.worse)
 
     @property
     def many_met(self) -> bool:
         return self.many_reduction >= 0.5
 
 
+SIGNIFICANT = 0.05
+"""A difference counts as worse when chance explains it this rarely (:func:`chance`)."""
+
+
+def chance(following: int, alone: int, share: float) -> float:
+    """How likely ``following`` or more of ``following + alone`` events land on the producers that
+    follow if following changed nothing and they hold ``share`` of the producers: the one-sided
+    binomial tail (two equal Poisson rates, given their sum)."""
+    n = following + alone
+    return sum(math.comb(n, i) * share**i * (1 - share) ** (n - i) for i in range(following, n + 1))
+
+
 def _worse(label: str, following: Sequence[Row], alone: Sequence[Row]) -> list[str]:
-    """Where the rows ``following`` did worse than ``alone``: sick sends and failures per
-    producer."""
+    """Where the rows ``following`` did worse than ``alone``, sick sends and failures per
+    producer: each with how likely chance alone makes it (:func:`chance`)."""
     out: list[str] = []
     fp, ap = sum(r.producers for r in following), sum(r.producers for r in alone)
     if not fp or not ap:
@@ -809,8 +822,15 @@ def _worse(label: str, following: Sequence[Row], alone: Sequence[Row]) -> list[s
         ("failed", sum(r.failed for r in following), sum(r.failed for r in alone)),
     ):
         if mine / fp > theirs / ap:
-            out.append(f"{label}: {what} {mine}/{fp} > {theirs}/{ap} producers")
+            p = chance(mine, theirs, fp / (fp + ap))
+            out.append(f"{label}: {what} {mine}/{fp} > {theirs}/{ap} producers (chance {p:.2f})")
     return out
+
+
+def significant(worse: Sequence[str]) -> list[str]:
+    """The differences of :func:`_worse` that chance explains less often than
+    :data:`SIGNIFICANT`."""
+    return [w for w in worse if float(w.rsplit("chance ", 1)[1][:-1]) < SIGNIFICANT]
 
 
 def goals(table: Sequence[Row]) -> Goals:
@@ -901,10 +921,17 @@ def report(run: Run) -> str:
         lines.append(f"| every fault | {f} | {a} | {_pct(f, a)} |")
     lines += [
         "",
-        "goal, following never worse than alone (sick sends, failed, per producer), per group: "
-        + ("met" if g.never_worse else "NOT met: " + "; ".join(g.worse)),
+        "goal, following never worse than alone (sick sends, failed, per producer, beyond "
+        f"chance {SIGNIFICANT}), per group: "
+        + ("met" if g.never_worse else "NOT met: " + "; ".join(significant(g.worse))),
         "... every version together, per fault: "
-        + ("met" if not g.worse_overall else "NOT met: " + "; ".join(g.worse_overall)),
+        + (
+            "met"
+            if not significant(g.worse_overall)
+            else "NOT met: " + "; ".join(significant(g.worse_overall))
+        ),
+        "worse by any count: " + ("none" if not g.worse + g.worse_overall else ""),
+        *(f"- {w}" for w in g.worse + g.worse_overall),
     ]
     if many:
         lines.append(
