@@ -141,6 +141,8 @@ class Run:
     started_ms: int
     ended_ms: int
     job: dict[str, Any] = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)
+    """What the run was asked: the producers, their rates, the faults' and gaps' lengths."""
 
     RECORDS = "record.jsonl"
 
@@ -504,7 +506,18 @@ def run(
                 "batch_ms_p50": float(measured["batch_ms"].median()),
                 "batch_ms_max": int(measured["batch_ms"].max()),
             }
-        result = Run(crew, done, names, records, reader.messages, started, ended, job_summary)
+        params = {
+            "per_version": per_version,
+            "rate": rate,
+            "many": many,
+            "many_rate": many_rate,
+            "fault_s": fault_s,
+            "gap_s": gap_s,
+            "brokers": brokers,
+        }
+        result = Run(
+            crew, done, names, records, reader.messages, started, ended, job_summary, params
+        )
         result.save(data)
         return result
 
@@ -871,7 +884,11 @@ def _s(x: float | None) -> str:
 def report(run: Run) -> str:
     table = rows(run)
     lines = [
-        f"closed loop: {len(run.members)} producers, {len(run.faults)} faults, "
+        "closed loop: "
+        + ", ".join(
+            f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in run.params.items()
+        )
+        + f"; {len(run.members)} producers, {len(run.faults)} faults, "
         f"{(run.ended_ms - run.started_ms) / 1000:.0f} s of sends; the job: "
         + ", ".join(
             f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in run.job.items()
