@@ -44,8 +44,10 @@ import org.apache.rocketmq.client.producer.DefaultMQProducer;
  * </ul>
  *
  * <p>It also runs each producer's steady sending loop ({@link #run}): one thread a producer,
- * {@code rate} SYNC sends a second from a random phase; a send that takes longer than the period
- * delays the next (no burst to catch up), as an application thread sending in turn would.
+ * {@code rate} SYNC sends a second from a random phase, each period drawn within 10% of
+ * {@code 1/rate} (producers drift apart, as real ones do, rather than meet every fault in the same
+ * phase); a send that takes longer than the period delays the next (no burst to catch up), as an
+ * application thread sending in turn would.
  */
 final class Recorder implements FaultlineFollower.Listener {
     static final long SAMPLE_MS = 50;
@@ -257,7 +259,8 @@ final class Recorder implements FaultlineFollower.Listener {
 
         @Override
         public void run() {
-            long next = System.nanoTime() + (long) (new Random(id.hashCode()).nextDouble() * periodNs);
+            Random random = new Random(id.hashCode());
+            long next = System.nanoTime() + (long) (random.nextDouble() * periodNs);
             for (long n = 0; running.get(); n++) {
                 long wait = next - System.nanoTime();
                 if (wait > 0) {
@@ -295,7 +298,7 @@ final class Recorder implements FaultlineFollower.Listener {
                 r.put("ok", error == null);
                 r.put("error", error);
                 write(r);
-                next = Math.max(next + periodNs, System.nanoTime());
+                next = Math.max(next + (long) (periodNs * (0.9 + 0.2 * random.nextDouble())), System.nanoTime());
             }
         }
     }
