@@ -205,7 +205,7 @@ class Forwarder:
         from confluent_kafka import Producer
 
         self.bed, self.topic = bed, topic
-        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "log_level": 0})
         self.sent = {"heartbeats": 0, "routes": 0}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="forwarder")
@@ -245,7 +245,7 @@ class DecisionReader:
                 "group.id": f"closed-loop-{time.time_ns()}",
                 "auto.offset.reset": "earliest",
                 "enable.auto.commit": False,
-                "log_level": 2,
+                "log_level": 0,
             }
         )
         self._consumer.subscribe([topic])
@@ -894,15 +894,27 @@ def report(run: Run) -> str:
             f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in run.job.items()
         ),
         "",
-        "| fault | group | following | producers | sends | sick sends | failed | p99 (ms) "
+        "Each cell: the producers following faultline / those alone.",
+        "",
+        "| fault | group | producers | sends | sick sends | failed | p99 (ms) "
         "| capacity kept away | held at the start |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
+    pairs: dict[tuple[str, str], dict[bool, Row]] = defaultdict(dict)
     for r in table:
+        pairs[(r.fault, r.group)][r.follows] = r
+    for (fault, name), pair in pairs.items():
+        fol, alo = pair.get(True), pair.get(False)
+
+        def both(cell: Any, fol: Row | None = fol, alo: Row | None = alo) -> str:
+            return " / ".join("-" if r is None else cell(r) for r in (fol, alo))
+
         lines.append(
-            f"| {r.fault} | {r.group} | {'yes' if r.follows else 'no'} | {r.producers} "
-            f"| {r.sends} | {r.sick_sends} | {r.failed} | {r.p99_ms:.0f} "
-            f"| {100 * r.kept_away:.1f}% | {r.held_at_start} |"
+            f"| {fault} | {name} | {both(lambda r: str(r.producers))} "
+            f"| {both(lambda r: str(r.sends))} | {both(lambda r: str(r.sick_sends))} "
+            f"| {both(lambda r: str(r.failed))} | {both(lambda r: f'{r.p99_ms:.0f}')} "
+            f"| {both(lambda r: f'{100 * r.kept_away:.1f}%')} "
+            f"| {both(lambda r: str(r.held_at_start))} |"
         )
     lines += [
         "",
