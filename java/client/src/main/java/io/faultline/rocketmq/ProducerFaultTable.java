@@ -111,11 +111,17 @@ final class ProducerFaultTable {
                 reach = a.reachableFlag.getBoolean(item);
             }
         }
+        long before = availableFrom(broker);
         long duration = Math.max(1, until - System.currentTimeMillis());
         if (reachable) {
             update.invoke(tolerance, broker, latency, duration, reach);
         } else {
             update.invoke(tolerance, broker, latency, duration);
+        }
+        // the update adds the duration to its own clock, a millisecond or more later than ours:
+        // ours is the exact end, unless the item already ended later (the producer's own)
+        if (before <= until && availableFrom(broker) > until) {
+            setAvailableFrom(broker, until);
         }
         return availableFrom(broker);
     }
