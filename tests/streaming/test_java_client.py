@@ -172,15 +172,27 @@ def brokers(d: Driver, pid: str, count: int = ROUND, interval_ms: int = 0) -> li
     return list(sends(d, pid, count, interval_ms)["brokers"])
 
 
-def takes_sends_again(routed: dict[str, list[str]], broker: str, rig: Rig) -> None:
+def takes_sends_again(
+    routed: dict[str, list[str]],
+    broker: str,
+    rig: Rig,
+    own: dict[str, tuple[Driver, str]] | None = None,
+) -> None:
     """Every producer sent ``broker`` at least a quarter of its sends: round robin over both
     brokers' queues sends it half when neither is held and the route stays (a broker the
-    NameServer dropped for a moment, on a busy machine, takes fewer); the fault tables, if not."""
+    NameServer dropped for a moment, on a busy machine, takes fewer); the fault tables, if not.
+    Producers that do not follow faultline (``own``) may hold the broker themselves: one that
+    timed out on a busy machine isolates it by its own rule, which is not faultline's."""
     few = {n: "".join(b[-1] for b in sent) for n, sent in routed.items()}
     few = {n: seq for n, seq in few.items() if seq.count(broker[-1]) < len(seq) // 4}
+    targets = own or rig.followers(spring=True)
+    tables = {n: targets[n][0].ask("table", id=targets[n][1]) for n in few if n in targets}
+    if own is not None:  # the producer's own isolation explains it
+        few = {
+            n: seq for n, seq in few.items()
+            if tables[n]["items"].get(broker, {}).get("available_from", 0) <= tables[n]["now"]
+        }  # fmt: skip
     if few:
-        targets = rig.followers(spring=True)
-        tables = {n: targets[n][0].ask("table", id=targets[n][1]) for n in few if n in targets}
         raise AssertionError(f"too few sends to {broker}: {few}; tables {tables}")
 
 
@@ -271,8 +283,8 @@ def test_a_follower_starts_from_the_topic_latest_state(rig: Rig) -> None:
         assert view[B]["available"] is True and view[B]["held_until"] == rig.standing[B]
     routed = each(targets, brokers)
     assert all(A not in sent for sent in routed.values()), routed
-    plain = each({p: (rig.drivers[p], "plain") for p in PROFILES}, brokers)
-    takes_sends_again(plain, A, rig)  # broker-a itself is fine
+    alone = {p: (rig.drivers[p], "plain") for p in PROFILES}
+    takes_sends_again(each(alone, brokers), A, rig, alone)  # broker-a itself is fine
     rig.release(A)
 
 
