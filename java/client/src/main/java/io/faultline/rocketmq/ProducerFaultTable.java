@@ -111,21 +111,19 @@ final class ProducerFaultTable {
                 reach = a.reachableFlag.getBoolean(item);
             }
         }
-        long before = System.currentTimeMillis();
-        long duration = Math.max(1, until - before);
+        long before = availableFrom(broker);
+        long duration = Math.max(1, until - System.currentTimeMillis());
         if (reachable) {
             update.invoke(tolerance, broker, latency, duration, reach);
         } else {
             update.invoke(tolerance, broker, latency, duration);
         }
-        long start = availableFrom(broker);
-        // the client adds the duration to its own clock read, a moment later on a busy machine:
-        // the end exactly as faultline said (a later start the client kept is its own)
-        if (start > until && start - until <= System.currentTimeMillis() - before) {
+        // the update adds the duration to its own clock, a millisecond or more later than ours:
+        // ours is the exact end, unless the item already ended later (the producer's own)
+        if (before <= until && availableFrom(broker) > until) {
             setAvailableFrom(broker, until);
-            start = until;
         }
-        return start;
+        return availableFrom(broker);
     }
 
     /** Set the item's start to exactly {@code at} (no-op without an item). */

@@ -19,7 +19,7 @@ import org.springframework.beans.factory.config.BeanPostProcessor;
  * starts it, so this runs before, at the template's initialization). Each producer once:
  * {@code sendLatencyFaultEnable} on (with {@code faultline.latency-fault-enable}), the context's
  * {@code SendMessageHook} beans registered (the place of faultline's reporter), and followed by
- * the {@link FaultlineFollower}.
+ * the {@link FaultlineFollower}; its sends reported ({@link FaultlineReportingRegistry}).
  */
 public class FaultlineProducerPostProcessor implements BeanPostProcessor {
     static final String TEMPLATE = "org.apache.rocketmq.spring.core.RocketMQTemplate";
@@ -28,14 +28,17 @@ public class FaultlineProducerPostProcessor implements BeanPostProcessor {
     private final ObjectProvider<FaultlineFollower> follower;
     private final ObjectProvider<SendMessageHook> hooks;
     private final ObjectProvider<FaultlineProperties> properties;
+    private final ObjectProvider<FaultlineReportingRegistry> reporting;
     private final Set<DefaultMQProducer> prepared = Collections.newSetFromMap(new IdentityHashMap<>());
 
     public FaultlineProducerPostProcessor(ObjectProvider<FaultlineFollower> follower,
                                           ObjectProvider<SendMessageHook> hooks,
-                                          ObjectProvider<FaultlineProperties> properties) {
+                                          ObjectProvider<FaultlineProperties> properties,
+                                          ObjectProvider<FaultlineReportingRegistry> reporting) {
         this.follower = follower;
         this.hooks = hooks;
         this.properties = properties;
+        this.reporting = reporting;
     }
 
     @Override
@@ -61,6 +64,10 @@ public class FaultlineProducerPostProcessor implements BeanPostProcessor {
             producer.setSendLatencyFaultEnable(true);
         }
         hooks.orderedStream().forEach(h -> producer.getDefaultMQProducerImpl().registerSendMessageHook(h));
+        FaultlineReportingRegistry registry = reporting.getIfAvailable();
+        if (registry != null) {
+            registry.install(producer);
+        }
         FaultlineFollower f = follower.getIfAvailable();
         if (f != null && f.follow(producer)) {
             log.info("faultline: producer {} ({}) follows cluster {}", producer.getProducerGroup(), beanName, f.cluster());

@@ -5,6 +5,7 @@ import java.util.LinkedHashMap;
 import java.util.Map;
 
 import io.faultline.rocketmq.FaultlineFollower;
+import io.faultline.rocketmq.report.FaultlineReporting;
 import org.springframework.boot.context.properties.ConfigurationProperties;
 
 /**
@@ -33,11 +34,37 @@ public class FaultlineProperties {
     private Duration probePeriod = Duration.ofSeconds(1);
     /** How often the producers' fault tables are brought in line with the decisions. */
     private Duration applyInterval = Duration.ofMillis(50);
+    private final Report report = new Report();
+
+    /** {@code faultline.report.*}: the producers' send results, to the job. */
+    public static class Report {
+        /** Whether every producer's sends are reported (with the bootstrap servers set). */
+        private boolean enabled = true;
+        /** The send-results topic the job reads (its {@code topic}). */
+        private String topic = "faultline.events";
+
+        public boolean isEnabled() {
+            return enabled;
+        }
+
+        public void setEnabled(boolean enabled) {
+            this.enabled = enabled;
+        }
+
+        public String getTopic() {
+            return topic;
+        }
+
+        public void setTopic(String topic) {
+            this.topic = topic;
+        }
+    }
 
     public static class Kafka {
         /** Kafka's bootstrap servers: setting them turns faultline on. */
         private String bootstrapServers;
-        /** Kafka consumer settings (SASL, SSL, timeouts), over faultline's own. */
+        /** Kafka client settings (SASL, SSL, timeouts), over faultline's own: the follower's
+         *  consumer and the reporter's producer take them both. */
         private Map<String, String> properties = new LinkedHashMap<>();
 
         public String getBootstrapServers() {
@@ -63,6 +90,10 @@ public class FaultlineProperties {
 
     public void setEnabled(boolean enabled) {
         this.enabled = enabled;
+    }
+
+    public Report getReport() {
+        return report;
     }
 
     public Kafka getKafka() {
@@ -136,5 +167,14 @@ public class FaultlineProperties {
             .probePeriodMs(probePeriod.toMillis())
             .applyIntervalMs(applyInterval.toMillis())
             .build();
+    }
+
+    /** The reporting these settings describe, for one producer. */
+    public FaultlineReporting.Settings reporting() {
+        return new FaultlineReporting.Settings()
+            .bootstrapServers(kafka.getBootstrapServers())
+            .topic(report.getTopic())
+            .cluster(cluster)
+            .kafka(kafka.getProperties());
     }
 }

@@ -78,4 +78,20 @@ class FaultlineAutoConfigurationTest {
         runner.withPropertyValues("faultline.kafka.bootstrap-servers=127.0.0.1:1", "faultline.enabled=false")
             .run(context -> assertTrue(context.getBeansOfType(FaultlineFollower.class).isEmpty()));
     }
+
+    @Test
+    void theProducersSendsAreReportedUnlessReportingIsOff() {
+        runner.withPropertyValues("faultline.kafka.bootstrap-servers=127.0.0.1:1", "faultline.report.topic=results")
+            .run(context -> {
+                FaultlineReportingRegistry registry = context.getBean(FaultlineReportingRegistry.class);
+                assertEquals(1, registry.installed().size());
+                assertTrue(registry.installed().get(0).sendHook() != null);
+            });
+        runner.withPropertyValues("faultline.kafka.bootstrap-servers=127.0.0.1:1", "faultline.report.enabled=false")
+            .run(context -> {
+                assertTrue(context.getBeansOfType(FaultlineReportingRegistry.class).isEmpty());
+                assertEquals(1, context.getBean(FaultlineFollower.class).status().producers);
+            });
+        runner.run(context -> assertTrue(context.getBeansOfType(FaultlineReportingRegistry.class).isEmpty()));
+    }
 }
