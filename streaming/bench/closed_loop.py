@@ -4,7 +4,8 @@ publishes its decisions, and half of the producers follow them; faults happen, a
 that follow are compared with those that do not, in the same run.
 
     python -m streaming.bench.closed_loop [--producers-per-version 2] [--rate 10]
-        [--many 30] [--many-rate 1] [--fault-s 20] [--gap-s 20] [--data DIR]
+        [--many 30] [--many-rate 1] [--fault-s 20] [--gap-s 20] [--data DIR] [--json FILE]
+    python -m streaming.bench.closed_loop --judge DIR      # the run saved in DIR, reported again
 
 Starts an Apache Kafka broker (``streaming.sim.kafka_broker``), the RocketMQ testbed
 (``streaming.sim.rocketmq``: a NameServer and three brokers of RocketMQ 5.3.3), the job as a
@@ -14,15 +15,20 @@ heartbeat settings, and one harness JVM per client version
 (``io.faultline.rocketmq.harness.Driver``: 4.7.1; 4.9.7 with the latency fault switch on, with it
 off, and the many-producers case; 5.3.3). Per version, ``--producers-per-version`` producers follow
 faultline and as many do not; every one reports each attempt through ``FaultlineReporting`` (the
-Java ``SendMessageHook``) and sends ``--rate`` SYNC messages a second. The many-producers case is
-``--many`` 4.9.7 producer instances (one client instance between them, in the 4.9.7 JVM) at
-``--many-rate`` each, half following. The producers keep RocketMQ's defaults (``sendMsgTimeout``
-3 s, two retries, a route poll every 30 s); following turns the switch on (the follower writes
-into the fault table the selection reads only with it, as the Spring Boot auto-configuration does).
+Java ``SendMessageHook``) and sends ``--rate`` SYNC messages a second, each period within 10% of
+``1/rate``. The many-producers case is ``--many`` 4.9.7 producer instances (in the 4.9.7 JVM) at
+``--many-rate`` each, half following. Every producer is a client instance of its own (producers
+sharing one share its queue list, and 4.x's ``pickOneAtLeast`` rewrites it in place); those that
+follow share their JVM's one ``FaultlineFollower``, as an application's producers do. The
+producers keep RocketMQ's defaults (``sendMsgTimeout`` 3 s, two retries, a route poll every 30 s);
+following turns the switch on (the follower writes into the fault table the selection reads only
+with it, as the Spring Boot auto-configuration does).
 The testbed's NameServer heartbeats and routes reach the job as ``heartbeat`` and ``route`` events
 on the same topic, as a NameServer watcher would report them.
 
-Then, with ``--gap-s`` of quiet before each: broker-a frozen (SIGSTOP) for ``--fault-s``; broker-b
+After a warm-up (20 s, and the job three batches further) every fault table is emptied: a JVM's
+first sends are slow, and 4.x isolates a broker for 30 s after one answer of 550 ms. Then, with
+``--gap-s`` of quiet before each: broker-a frozen (SIGSTOP) for ``--fault-s``; broker-b
 answering 700 ms late for ``--fault-s``; broker-c killed (SIGKILL) and started again on its store
 ``--fault-s`` later. Each harness records every send, attempt, its producers' fault tables (every
 50 ms) and its follower's writes (``harness/Recorder``); a consumer reads the decisions topic with
@@ -38,13 +44,16 @@ alone), from those records:
   reads with the switch on), the mean over the group's producers;
 - **the decision delay**: from the fault to the first attempt that showed it (a failure, or an
   answer at the isolating 550 ms), to the first decision about the broker on the topic that keeps
-  it away (its Kafka timestamp), to the follower's write of it into each following producer's
-  table (p50 and max over the following producers).
+  it away (its Kafka timestamp), to when each following producer's table held it from then on
+  (the follower's write, or the producer's own isolation already there; p50 and max);
+- where the followers' sick sends got through: the topic's last word on the broker when each
+  started (:func:`leaks`).
 
 Then the many-producers case: sick sends per fault, following against alone, and the goals:
-following never worse than alone (sick sends, failures; p99 and capacity are shown), and at
-least 50% fewer sick sends when following in the many-producers case. ``--json FILE`` writes the
-whole result.
+following never worse than alone (sick sends, failures, beyond chance: :func:`chance`; p99 and
+capacity are shown), and at least 50% fewer sick sends when following in the many-producers case.
+``--json FILE`` writes the whole result; ``--data DIR`` keeps the run (``run.json`` and each
+harness's records) for ``--judge``.
 """
 
 from __future__ import annotations
