@@ -30,9 +30,8 @@ the worker's. A broker starts in about 3 s, a fifth of a Spark session."""
 WALL_S = 24 * 60
 """The most a full run may take, in seconds, on 2 cores: the goal is 20 minutes (17-18 measured on
 2026-11-27 before the RocketMQ testbed, which added 2-3 minutes of one worker and slows the
-other's; 20.3-22.7 after it; 19.8 with the Java client's and the closed loop's tests, 61 JVM
-starts, once the reports went into 10 s summaries); a run over this fails, with room for a noisy
-machine."""
+other's; 20.3-22.7 after it; 19.8 with the Java client's and the closed loop's tests and 61 JVM
+starts); a run over this fails, with room for a noisy machine."""
 
 
 def starts(log: str) -> list[tuple[str, str]]:
