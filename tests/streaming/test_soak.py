@@ -75,7 +75,9 @@ def test_four_days_in_120_batches_hold_every_resource_to_its_mid_run_peak(tmp_pa
     out = done.stdout
     assert done.returncode in (0, 1), done.stderr[-3000:]
     lines = [ln for ln in out.splitlines() if re.match(r"\s+\d+\s+\d+\.\d\s", ln)]
-    assert [int(ln.split()[0]) for ln in lines] == list(range(10, 121, 10)), out
+    assert [int(ln.split()[0]) for ln in lines] == list(range(10, 121, 10)), (
+        out + done.stderr[-3000:]
+    )  # a run that stopped early says why on stderr
     assert re.search(r"[1-9]\d* rows expired", out), out  # days older than keep went
     verdicts = re.findall(r"^  (ok  |GREW) (.+?)\s{2,}", out, re.M)
     assert len(verdicts) > 50, out
