@@ -14,16 +14,17 @@ import com.fasterxml.jackson.core.JsonToken;
  * JSON text to plain Java values with jackson-core's streaming parser: an object is a
  * {@code Map<String, Object>} in its order, an array a {@code List<Object>}, a whole number a
  * {@code Long}, any other number a {@code Double}, then {@code String}, {@code Boolean} and
- * {@code null}. Only what the decisions topic carries needs reading; no data binding.
+ * {@code null}. Only what the decisions topic carries needs reading; no data binding. Public for
+ * the reporter's tests, which read the shared vectors with it; not an API of the library.
  */
-final class Json {
+public final class Json {
     private static final JsonFactory FACTORY = new JsonFactory();
 
     private Json() {
     }
 
     /** The value of {@code text}; an {@link IOException} when it is not one JSON value. */
-    static Object parse(String text) throws IOException {
+    public static Object parse(String text) throws IOException {
         try (JsonParser parser = FACTORY.createParser(text)) {
             JsonToken token = parser.nextToken();
             if (token == null) {
@@ -39,7 +40,7 @@ final class Json {
 
     /** {@link #parse} of a JSON object; an {@link IOException} when it is anything else. */
     @SuppressWarnings("unchecked")
-    static Map<String, Object> object(String text) throws IOException {
+    public static Map<String, Object> object(String text) throws IOException {
         Object value = parse(text);
         if (!(value instanceof Map)) {
             throw new IOException("not a JSON object");

@@ -6,7 +6,6 @@ import java.util.HashSet;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
-import java.util.TreeMap;
 
 /**
  * One consume's result, the fields of a {@code consume_result} event that {@link Reporter#consume}
@@ -36,7 +35,7 @@ public final class ConsumeEvent {
     Integer delayLevel;
     Integer maxReconsumeTimes;
     String eventId;
-    TreeMap<String, Object> extra;
+    Map<String, Object> extra;
 
     public ConsumeEvent(long eventTime, String consumerGroup, String topic, String messageId, String status) {
         this.eventTime = eventTime;
@@ -85,19 +84,7 @@ public final class ConsumeEvent {
 
     /** Any other field of a {@code consume_result}; a field with a setter is refused. Null removes it. */
     public ConsumeEvent field(String name, Object value) {
-        if (TYPED.contains(name)) {
-            throw new IllegalArgumentException("'" + name + "' has a setter of its own");
-        }
-        if (value == null) {
-            if (extra != null) {
-                extra.remove(name);
-            }
-            return this;
-        }
-        if (extra == null) {
-            extra = WireJson.record();
-        }
-        extra.put(name, value);
+        extra = WireJson.withField(extra, TYPED, name, value);
         return this;
     }
 

@@ -6,7 +6,6 @@ import java.util.HashSet;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
-import java.util.TreeMap;
 
 /**
  * One send attempt's result, the fields of a {@code send_result} event (the README's "Input
@@ -42,7 +41,7 @@ public final class SendEvent {
     Long bodySize;
     String eventId;
     Long queueIndex;
-    TreeMap<String, Object> extra;
+    Map<String, Object> extra;
 
     /** An attempt: when it ended (epoch ms, the producer's clock), where it went, how long it took and how it ended. */
     public SendEvent(long eventTime, String topic, String brokerName, long latencyMs, Outcome outcome) {
@@ -142,19 +141,7 @@ public final class SendEvent {
      * {@code check_immunity}; a field with a setter is refused. Null removes it.
      */
     public SendEvent field(String name, Object value) {
-        if (TYPED.contains(name)) {
-            throw new IllegalArgumentException("'" + name + "' has a setter of its own");
-        }
-        if (value == null) {
-            if (extra != null) {
-                extra.remove(name);
-            }
-            return this;
-        }
-        if (extra == null) {
-            extra = WireJson.record();
-        }
-        extra.put(name, value);
+        extra = WireJson.withField(extra, TYPED, name, value);
         return this;
     }
 

@@ -4,6 +4,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.Collection;
 import java.util.Comparator;
 import java.util.Map;
+import java.util.Set;
 import java.util.TreeMap;
 
 /**
@@ -57,6 +58,26 @@ public final class WireJson {
     /** An empty record whose keys are in {@link #KEY_ORDER}, which {@link #serialize} writes as it is. */
     public static TreeMap<String, Object> record() {
         return new TreeMap<String, Object>(KEY_ORDER);
+    }
+
+    /**
+     * An event's fields beyond its setters ({@code extra}, made when first needed) with
+     * {@code name} set to {@code value}, or removed when it is null; a name in {@code typed}, which
+     * has a setter of its own, is refused.
+     */
+    static Map<String, Object> withField(Map<String, Object> extra, Set<String> typed, String name, Object value) {
+        if (typed.contains(name)) {
+            throw new IllegalArgumentException("'" + name + "' has a setter of its own");
+        }
+        if (value == null) {
+            if (extra != null) {
+                extra.remove(name);
+            }
+            return extra;
+        }
+        Map<String, Object> fields = extra != null ? extra : record();
+        fields.put(name, value);
+        return fields;
     }
 
     /** The record's bytes (ASCII). Keys are sorted whatever the map's own order. */

@@ -1,5 +1,7 @@
 package io.faultline.rocketmq.report;
 
+import io.faultline.rocketmq.Json;
+
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Paths;
@@ -32,7 +34,7 @@ public final class KafkaCheck {
         Map<String, Object> options = new HashMap<String, Object>();
         options.put("reconnect.backoff.max.ms", 200);
         if (mode.equals("vector")) {
-            Map<String, Object> data = JsonReader.object(new String(Files.readAllBytes(Paths.get(args[3])),
+            Map<String, Object> data = Json.object(new String(Files.readAllBytes(Paths.get(args[3])),
                     StandardCharsets.UTF_8));
             Map<String, Object> settings = (Map<String, Object>) data.get("settings");
             Reporter.Builder b = Reporter.builder((String) settings.get("producer_id"));

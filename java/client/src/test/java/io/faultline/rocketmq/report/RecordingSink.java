@@ -1,5 +1,7 @@
 package io.faultline.rocketmq.report;
 
+import io.faultline.rocketmq.Json;
+
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
@@ -24,7 +26,7 @@ final class RecordingSink implements Sink {
     }
 
     synchronized Map<String, Object> record(int i) throws IOException {
-        return JsonReader.object(records.get(i));
+        return Json.object(records.get(i));
     }
 
     synchronized int size() {

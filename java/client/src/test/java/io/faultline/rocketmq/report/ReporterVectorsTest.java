@@ -1,5 +1,7 @@
 package io.faultline.rocketmq.report;
 
+import io.faultline.rocketmq.Json;
+
 import static org.assertj.core.api.Assertions.assertThat;
 
 import java.io.IOException;
@@ -47,7 +49,7 @@ class ReporterVectorsTest {
     @MethodSource("files")
     @SuppressWarnings("unchecked")
     void replaysToTheSameBytesAndCounters(Path file) throws IOException {
-        Map<String, Object> data = JsonReader.object(new String(Files.readAllBytes(file), StandardCharsets.UTF_8));
+        Map<String, Object> data = Json.object(new String(Files.readAllBytes(file), StandardCharsets.UTF_8));
         Replay replay = Replay.of((Map<String, Object>) data.get("settings"));
         for (Object call : (List<Object>) data.get("calls")) {
             replay.call((Map<String, Object>) call);
