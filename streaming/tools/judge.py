@@ -171,6 +171,8 @@ class Tables:
     transactions: list[dict[str, Any]]
     schedule_entries: list[dict[str, Any]]
     redeliveries: list[dict[str, Any]]
+    clock: int
+    """faultline's clock at the end of the run: its latest event."""
 
     @classmethod
     def read(cls, output: Path) -> Tables:
@@ -186,6 +188,7 @@ class Tables:
             rows("transactions"),
             rows("schedule_entries"),
             rows("redeliveries"),
+            max(int(r["clock"]) for r in rows("batches")),
         )
 
 
@@ -549,6 +552,8 @@ class Retries:
     parked: int = 0
     """Retries found in the broker's ``SCHEDULE_TOPIC_XXXX`` in the queue of faultline's level."""
     redelivered: int = 0
+    waiting: int = 0
+    """Retries still in faultline's delay queue at its clock's end (due after its last event)."""
     to_dlq: int = 0
     in_dlq: int = 0
     """Messages the broker's ``%DLQ%`` topic holds."""
@@ -585,7 +590,11 @@ def judge_retries(folder: Path, tables: Tables) -> Retries:
         verdict.asked += 1
         key, times = e["key"], int(e["reconsume_times"])
         row = rows.get((e["message_id"], times + 1))
-        if row is None:
+        entry = scheduled.get((e["message_id"], times + 1))
+        if row is None and entry is not None and int(entry["deliver_at"]) > tables.clock:
+            verdict.waiting += 1  # due after faultline's last event: the run ended first
+            _parked(verdict, key, times, int(entry["delay_level"]), entry, parked)
+        elif row is None:
             verdict.differences.append(f"{key} (retry {times}): faultline redelivers nothing")
         elif row["dlq"]:
             verdict.to_dlq += 1
@@ -594,17 +603,7 @@ def judge_retries(folder: Path, tables: Tables) -> Retries:
             verdict.redelivered += 1
             level = int(row["delay_level"])
             verdict.levels[level] = verdict.levels.get(level, 0) + 1
-            entry = scheduled.get((e["message_id"], times + 1))
-            queue = parked.get((key, times + 1))
-            if entry is None or int(entry["schedule_queue_id"]) != level - 1:
-                verdict.differences.append(f"{key} (retry {times}): no schedule entry at {level}")
-            elif queue != level - 1:
-                verdict.differences.append(
-                    f"{key} (retry {times}): the broker parked it in SCHEDULE_TOPIC_XXXX queue "
-                    f"{queue}, faultline at level {level}"
-                )
-            else:
-                verdict.parked += 1
+            _parked(verdict, key, times, level, entry, parked)
             at = stored.get((key, times + 1))
             if at is None:
                 verdict.differences.append(f"{key} (retry {times}): not in the broker's %RETRY%")
@@ -620,6 +619,28 @@ def judge_retries(folder: Path, tables: Tables) -> Retries:
         where = "the broker's DLQ" if key in dlq else "faultline's"
         verdict.differences.append(f"{key}: only in {where}")
     return verdict
+
+
+def _parked(
+    verdict: Retries,
+    key: str,
+    times: int,
+    level: int,
+    entry: dict[str, Any] | None,
+    parked: dict[tuple[str, int], int],
+) -> None:
+    """Whether faultline's schedule entry for retry ``times`` of ``key`` and the broker's
+    ``SCHEDULE_TOPIC_XXXX`` both hold it in the queue of ``level`` (level - 1)."""
+    queue = parked.get((key, times + 1))
+    if entry is None or int(entry["schedule_queue_id"]) != level - 1:
+        verdict.differences.append(f"{key} (retry {times}): no schedule entry at {level}")
+    elif queue != level - 1:
+        verdict.differences.append(
+            f"{key} (retry {times}): the broker parked it in SCHEDULE_TOPIC_XXXX queue {queue}, "
+            f"faultline at level {level}"
+        )
+    else:
+        verdict.parked += 1
 
 
 REDELIVERY_JITTER_MS = 1_000
@@ -967,6 +988,7 @@ def quiet_table(checks: Sequence[Checks], retries: Retries) -> str:
         f"- consumer {retries.group}: {retries.asked} consumes asked for a retry; "
         f"{retries.parked} parked in SCHEDULE_TOPIC_XXXX at faultline's level; "
         f"{retries.redelivered} redelivered ({levels}), largest gap {retries.largest_gap_ms} ms; "
+        f"{retries.waiting} still waiting at faultline's last event; "
         f"{retries.to_dlq} to the DLQ by faultline, {retries.in_dlq} in the broker's; "
         f"{len(retries.differences)} differences",
     ]
