@@ -45,13 +45,14 @@ from streaming.sim import rocketmq
 POLL_MS = 1_000
 """How often the producers ask the NameServer for routes (``pollNameServerInterval``): a producer
 may hold a route up to this long before or after the run's route events show it."""
-TOLERANCE_MS = 5
+TOLERANCE_MS = 15
 """How far apart faultline's times and the real client's may be. faultline takes an attempt's time
 from the hook's After; the client reads its own clock once more, after the hook, when it updates
 its fault table (``updateFaultItem``), and measures the latency from just before the hook's Before
 to just after its After: both reads are the same millisecond clock a few statements apart, so they
 differ by 0-1 ms, more only when the JVM is paused between them (a GC, the scheduler on 2 busy
-cores). 5 ms covers what was measured here; a larger gap is reported, not hidden."""
+cores: 6 ms once, with the whole suite running). A larger gap is reported, not hidden; a latency
+that crosses one of RocketMQ's steps shows as a gap of seconds in ``available_from``."""
 
 
 @dataclass

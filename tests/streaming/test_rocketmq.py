@@ -120,11 +120,14 @@ def test_an_unreachable_broker_fails_at_once_and_the_send_is_retried(judged: Jud
 
 
 def test_the_nameserver_drops_a_killed_broker_and_takes_it_back(judged: Judged) -> None:
+    """The broker is out from the kill until it registers again, a JVM start after ``end``
+    (when the restart began): on busy cores the NameServer may drop it only after that."""
     start, end = judged.window("kill")
     routes = judge.routes(judged.run.inputs)
     brokers = [({b["broker_name"] for b in r["brokers"]}, r["event_time"]) for r in routes]
-    assert any("broker-a" not in names and start <= t <= end for names, t in brokers)
-    assert any("broker-a" in names and t > end for names, t in brokers)
+    dropped = [t for names, t in brokers if "broker-a" not in names and t >= start]
+    assert dropped and min(dropped) < start + rocketmq.HEARTBEAT_TIMEOUT_MS
+    assert any("broker-a" in names and t > max(end, min(dropped)) for names, t in brokers)
 
 
 def test_a_broker_without_heartbeats_leaves_the_route_and_faultline_sees_it(
