@@ -6,9 +6,12 @@ A producer reports after each send attempt and each consume through a :class:`Re
 decision, the rest in summaries (the README's "Reporting in summaries").
 
 faultline publishes the cluster scope's decisions to a compacted topic (``faultline.decisions``):
-key ``broker/<cluster>/<broker>``, the latest decision for that broker, with ``state``
-(``ISOLATED``, ``AVAILABLE``, ``PROBING`` or ``OUT_OF_ROUTE``) and ``available_from``; key
-``transaction/<cluster>/<id>``, a transactional message its producer must act on.
+key ``broker/<cluster>/<broker>``, the latest decision about that broker's FaultItem, with
+``state`` (``ISOLATED``, ``AVAILABLE`` or ``PROBING``) and ``available_from``; key
+``broker-route/<cluster>/<broker>``, whether the NameServer's route has the broker
+(``OUT_OF_ROUTE`` or ``AVAILABLE``): the two are independent, and a broker is available only when
+neither holds it (:func:`decision_key`); key ``transaction/<cluster>/<id>``, a transactional
+message its producer must act on.
 :class:`DecisionView` holds them and answers :meth:`~DecisionView.is_available`; :func:`pick`
 chooses a queue the way a RocketMQ ``MessageQueueSelector`` would, from the queues the producer
 has, skipping the brokers faultline isolates. Neither touches Kafka: :class:`DecisionClient`
@@ -42,8 +45,9 @@ _GOLDEN = 0.6180339887498949
 
 
 class DecisionView:
-    """The decisions a producer has read, per (cluster, broker), each from the time it was
-    read (``seen_at``): :meth:`is_available` at ``now`` uses those read by ``now``.
+    """The decisions a producer has read, per (cluster, broker) and per key
+    (:func:`decision_key`: the FaultItem's, the route's), each from the time it was read
+    (``seen_at``): :meth:`is_available` at ``now`` uses those read by ``now``.
 
     An isolation holds until its ``available_from``, and at least for its whole duration
     (``available_from - effective_at``) from when it was read, as a RocketMQ producer isolates a
@@ -54,8 +58,10 @@ class DecisionView:
     probation's duration from when it was read."""
 
     def __init__(self) -> None:
-        self._seen: dict[tuple[str, str], list[int]] = {}
-        self._held: dict[tuple[str, str], list[tuple[str, int, float]]] = {}
+        # per (cluster, broker) and per kind of key (the FaultItem's, the route's): when each
+        # message was read, and what it holds
+        self._seen: dict[tuple[str, str, str], list[int]] = {}
+        self._held: dict[tuple[str, str, str], list[tuple[str, int, float]]] = {}
         self._calls = 0
 
     def apply(self, decision: dict[str, Any], seen_at: int) -> None:
@@ -63,7 +69,7 @@ class DecisionView:
         at ``seen_at``. Messages of one broker must come in the order they were read."""
         if decision.get("scope", "cluster") != "cluster" or not decision.get("broker_name"):
             return
-        key = (str(decision["cluster"]), str(decision["broker_name"]))
+        key = (_kind(decision), *_broker(decision))
         state = decision.get("state") or decision_state(str(decision["decision"]))
         held = state in (ProducerState.ISOLATED, ProducerState.PROBING)
         until = held_until(decision, seen_at) if held else 0
@@ -71,19 +77,27 @@ class DecisionView:
         self._seen.setdefault(key, []).append(seen_at)
         self._held.setdefault(key, []).append((state, until, share))
 
+    def _at(self, kind: str, cluster: str, broker: str, now: int) -> tuple[str, int, float] | None:
+        seen = self._seen.get((kind, cluster, broker))
+        i = bisect.bisect_right(seen, now) - 1 if seen else -1
+        return self._held[(kind, cluster, broker)][i] if i >= 0 else None
+
     def is_available(
         self, cluster: str, broker: str, now: int | None = None, ticket: int | None = None
     ) -> bool:
-        """Whether faultline lets ``broker`` take a send at ``now`` (default: the wall clock).
+        """Whether faultline lets ``broker`` take a send at ``now`` (default: the wall clock):
+        not while the route's latest word has it out, nor while its FaultItem's isolates it.
         While the broker is on probation, ``ticket`` (an integer that varies from send to send,
         such as a counter) decides which sends it takes; without one, the calls are counted."""
         now = int(time.time() * 1000) if now is None else now
-        seen = self._seen.get((cluster, broker))
-        i = bisect.bisect_right(seen, now) - 1 if seen else -1
-        if i < 0:
+        route = self._at(ROUTE_KEYS, cluster, broker, now)
+        if route is not None and route[0] == ProducerState.OUT_OF_ROUTE:
+            return False
+        held = self._at(BROKER_KEYS, cluster, broker, now)
+        if held is None:
             return True
-        state, until, share = self._held[(cluster, broker)][i]
-        if state == ProducerState.OUT_OF_ROUTE or (state == ProducerState.ISOLATED and now < until):
+        state, until, share = held
+        if state == ProducerState.ISOLATED and now < until:
             return False
         if state == ProducerState.PROBING and now < until:
             if ticket is None:
@@ -91,6 +105,29 @@ class DecisionView:
                 ticket = self._calls
             return (ticket * _GOLDEN) % 1.0 < share  # consecutive tickets spread evenly
         return True
+
+
+BROKER_KEYS = "broker"
+ROUTE_KEYS = "broker-route"
+ROUTE_DECISIONS = frozenset((Decision.ROUTE_EXPIRED, Decision.ROUTE_RESTORED))
+"""The decisions about a broker's place in the NameServer's route, not about its FaultItem."""
+
+
+def decision_key(row: dict[str, Any]) -> str:
+    """A broker decision's key on the decision topic: ``broker-route/<cluster>/<broker>`` for
+    :data:`ROUTE_DECISIONS`, ``broker/<cluster>/<broker>`` for the FaultItem's (RocketMQ's and the
+    policies'). Each key's latest message is one of a broker's two independent states: a
+    ``ROUTE_RESTORED`` does not end an isolation, nor a ``PROBE`` the broker's absence from the
+    route."""
+    return "/".join((_kind(row), *_broker(row)))
+
+
+def _kind(row: dict[str, Any]) -> str:
+    return ROUTE_KEYS if row["decision"] in ROUTE_DECISIONS else BROKER_KEYS
+
+
+def _broker(row: dict[str, Any]) -> tuple[str, str]:
+    return str(row["cluster"]), str(row["broker_name"])
 
 
 def held_until(decision: dict[str, Any], seen_at: int) -> int:

@@ -75,6 +75,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from streaming.client import BROKER_KEYS, ROUTE_KEYS
 from streaming.sim import java_client, rocketmq
 from streaming.sim.kafka_broker import kafka_broker
 
@@ -692,12 +693,12 @@ def delays(run: Run) -> list[Delay]:
             ),
             default=None,
         )
-        key = f"broker/{rocketmq.CLUSTER}/{f.broker}"
+        keys = _keys(f.broker)
         first = min(
             (
                 d
                 for d in run.decisions
-                if d["key"] == key
+                if d["key"] in keys
                 and d["value"].get("effective_at", 0) >= f.start_ms
                 and d["value"].get("state") in ("ISOLATED", "PROBING", "OUT_OF_ROUTE")
             ),
@@ -740,7 +741,13 @@ def delays(run: Run) -> list[Delay]:
     return out
 
 
-STATES = ("no decision yet", "held", "on probation", "hold ended", "let go")
+def _keys(broker: str) -> list[str]:
+    """The decision topic's keys about ``broker``: its FaultItem's, its place in the route."""
+    return [f"{kind}/{rocketmq.CLUSTER}/{broker}" for kind in (BROKER_KEYS, ROUTE_KEYS)]
+
+
+STATES = ("held", "on probation", "hold ended", "let go", "no decision yet")
+"""What the decisions meant to a follower's send, the one that holds most first."""
 OUT_OF_ROUTE_HOLD_MS = 30_000
 """The follower's ``out-of-route-hold`` (its default)."""
 
@@ -771,12 +778,14 @@ def leaks(run: Run) -> dict[str, dict[str, int]]:
     following = {m.producer_id for m in run.members if m.follows}
     out = {}
     for f in run.faults:
-        key = f"broker/{rocketmq.CLUSTER}/{f.broker}"
-        said = sorted(
-            (d["ts"], i)
-            for i, d in enumerate(run.decisions)
-            if d["key"] == key and d["ts"] >= f.start_ms
-        )
+        said = [
+            sorted(
+                (d["ts"], i)
+                for i, d in enumerate(run.decisions)
+                if d["key"] == key and d["ts"] >= f.start_ms
+            )
+            for key in _keys(f.broker)
+        ]
         counts = dict.fromkeys(STATES, 0)
         for r in run.records:
             if (
@@ -785,13 +794,13 @@ def leaks(run: Run) -> dict[str, dict[str, int]]:
                 and r["broker"] == f.broker
                 and f.start_ms <= r["start"] < f.end_ms
             ):
-                before = [(ts, i) for ts, i in said if ts <= r["start"]]
-                if before:
-                    ts, i = before[-1]
-                    word = _word(run.decisions[i]["value"], ts, r["start"])
-                else:
-                    word = "no decision yet"
-                counts[word] += 1
+                words = []  # each key's latest word: the one that holds most counts
+                for key in said:
+                    before = [(ts, i) for ts, i in key if ts <= r["start"]]
+                    if before:
+                        ts, i = before[-1]
+                        words.append(_word(run.decisions[i]["value"], ts, r["start"]))
+                counts[min(words, key=STATES.index, default="no decision yet")] += 1
         out[f.kind] = counts
     return out
 
@@ -994,6 +1003,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=10.0, help="messages/s per producer")
     parser.add_argument("--many", type=int, default=30, help="many-producers instances (0: none)")
     parser.add_argument("--many-rate", type=float, default=1.0)
+    parser.add_argument(
+        "--brokers", type=int, default=3, help="the testbed's brokers (the faults take the first 3)"
+    )
     parser.add_argument("--fault-s", type=float, default=20.0)
     parser.add_argument("--gap-s", type=float, default=20.0)
     parser.add_argument(
@@ -1017,6 +1029,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 faults=[f for f in args.faults.split(",") if f],
                 fault_s=args.fault_s,
                 gap_s=args.gap_s,
+                brokers=args.brokers,
             )
         )
         print(report(result))

@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.transaction import AddAction, RemoveAction
 
-from streaming.client import message, publish_order
+from streaming.client import decision_key, message, publish_order
 from streaming.job import failpoints
 from streaming.job.storage import writing
 from udfs.schema import (
@@ -495,15 +495,16 @@ def decision_messages(
     rows: dict[str, list[dict[str, Any]]], topic: str, probe_share: float | None = None
 ) -> list[tuple[str, str, str]]:
     """The cluster scope's broker decisions and routing tables of one batch as messages of the
-    decision topic (compacted; keys ``broker/<cluster>/<broker>`` and ``route/<cluster>/<topic>``,
-    so the latest message per key is the current state): per key the one that took effect last
-    (publishing an earlier one would only show a state the batch has left, and a replay of the
-    batch would show it again, after the last), in the order they took effect. A probation's
+    decision topic (compacted; keys :func:`streaming.client.decision_key` and
+    ``route/<cluster>/<topic>``, so the latest message per key is the current state): per key the
+    one that took effect last (publishing an earlier one would only show a state the batch has
+    left, and a replay of the batch would show it again, after the last), in the order they took
+    effect. A probation's
     message carries ``probe_share`` (recovery probing)."""
     latest: dict[str, tuple[str, str, str]] = {}
     decisions = [r for r in rows[TableName.BROKER_DECISIONS] if r["scope"] == "cluster"]
     for r in sorted(decisions, key=publish_order):
-        key = f"broker/{r['cluster']}/{r['broker_name']}"
+        key = decision_key(r)
         latest.pop(key, None)
         latest[key] = (topic, json.dumps(message(r, probe_share)), key)
     tables = [r for r in rows[TableName.ROUTING_TABLE] if r["scope"] == "cluster"]

@@ -45,7 +45,7 @@ from typing import Any, TextIO
 import numpy as np
 import pyarrow.compute as pc
 
-from streaming.client import decision_state, held_until, publish_order
+from streaming.client import ROUTE_DECISIONS, decision_state, held_until, publish_order
 from streaming.config import (
     ProducerSpec,
     Scenario,
@@ -166,7 +166,8 @@ def _isolated_spans(decisions: list[dict[str, Any]]) -> dict[str, list[Interval]
     from an isolating row to its ``available_from`` or the broker's next row."""
     rows: dict[str, list[dict[str, Any]]] = {}
     for d in sorted(decisions, key=publish_order):
-        rows.setdefault(d["broker_name"], []).append(d)
+        if d["decision"] not in ROUTE_DECISIONS:  # the route's own key: it holds no isolation
+            rows.setdefault(d["broker_name"], []).append(d)
     spans = {}
     for b, mine in rows.items():
         nexts = [r["effective_at"] for r in mine[1:]] + [2**62]
@@ -229,7 +230,8 @@ def _read_spans(
     isolated, ``1 - share`` on probation) and, for an isolation, the send it is judged by."""
     rows: dict[str, list[dict[str, Any]]] = {}
     for d in sorted(decisions, key=publish_order):
-        rows.setdefault(d["broker_name"], []).append(d)
+        if d["decision"] not in ROUTE_DECISIONS:  # the route's own key: it holds no isolation
+            rows.setdefault(d["broker_name"], []).append(d)
     out: dict[str, list[tuple[int | None, int, int, float]]] = {}
     for b, mine in rows.items():
         seen = [int(d["effective_at"]) + delay for d in mine]

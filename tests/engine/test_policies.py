@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from streaming.client import DecisionView, decision_state, message, publish_order
 from streaming.config import load_scenario
+from streaming.job.sink import decision_messages
 from streaming.sim.simulator import simulate
 from tests.engine.conftest import T0, frame, send
 from udfs import engine
@@ -116,6 +117,25 @@ def test_the_cap_keeps_brokers_in_the_route_while_more_are_sick() -> None:
     assert {q["broker_name"] for q in at_panic[-1]["selectable"]} == {"c", "d"}
 
 
+def test_the_cap_keeps_a_failing_broker_out_before_one_only_a_latency_window_holds() -> None:
+    """d was slow for 10 s and is isolated as an outlier for 30 s; then a and b fail: of four
+    brokers two may be isolated, and a slow broker is the better last resort."""
+    steady = [e for e in _steady(45) if e["broker_name"] in "cd" or e["event_time"] < T0 + 11_000]
+    events = sorted([*steady, _failure("fa", 12_000, "a"), _failure("fb", 13_000, "b")],
+                    key=lambda e: e["event_time"])  # fmt: skip
+    tables = _run([events], _with(outlier_factor=3.0, isolation_cap=0.5))
+    assert _decisions(tables) == [
+        ("d", "OUTLIER", 10_000, 40_000),
+        ("a", "ISOLATE", 12_000, 22_000),
+        ("b", "ISOLATE", 13_000, 23_000),
+        ("d", "PANIC", 13_000, 13_000),  # not b: it fails, d only answers late
+        ("a", "RESTORE", 22_000, 22_000),
+        ("d", "OUTLIER", 22_000, 40_000),  # room again
+        ("b", "RESTORE", 23_000, 23_000),
+        ("d", "RELEASE", 40_000, 40_000),
+    ]
+
+
 def test_a_broker_whose_isolation_ends_is_on_probation_for_as_long_first() -> None:
     events = [_failure("fa", 1_000, "a"), send("late", 900_000, "b")]
     base = _decisions(_run([events], CLUSTER_ONLY))
@@ -198,6 +218,28 @@ def test_an_unknown_decision_is_an_error_not_an_isolation() -> None:
     read = {**row, "scope": "cluster", "cluster": "c", "broker_name": "a"}
     with pytest.raises(ValueError, match="'QUARANTINE'"):
         DecisionView().apply(read, 5)
+
+
+def test_the_route_and_the_faultitem_are_two_keys_and_neither_ends_the_other() -> None:
+    """A broker back in the route is still isolated; one on probation is still out of the route;
+    and a batch that decides both leaves both on the compacted topic."""
+
+    def row(decision: str, at: int, until: int) -> dict[str, object]:
+        return {"scope": "cluster", "cluster": "c", "broker_name": "b", "decision": decision,
+                "effective_at": at, "available_from": until}  # fmt: skip
+
+    batch = [row("EXTEND", 1_000, 11_000), row("ROUTE_RESTORED", 2_000, 2_000)]
+    messages = decision_messages({"broker_decisions": batch, "routing_table": []}, "t", 0.5)
+    assert [key for _, _, key in messages] == ["broker/c/b", "broker-route/c/b"]
+    view = DecisionView()
+    for _, value, _ in messages:
+        view.apply(json.loads(value), 2_000)
+    assert not view.is_available("c", "b", 5_000)
+    view.apply(message(row("ROUTE_EXPIRED", 12_000, 12_000), 0.5), 12_000)
+    view.apply(message(row("PROBE", 13_000, 23_000), 0.5), 13_000)
+    assert not any(view.is_available("c", "b", 14_000, ticket=i) for i in range(100))
+    view.apply(message(row("ROUTE_RESTORED", 15_000, 15_000), 0.5), 15_000)
+    assert 40 <= sum(view.is_available("c", "b", 16_000, ticket=i) for i in range(100)) <= 60
 
 
 ALL = dataclasses.replace(

@@ -120,7 +120,7 @@ def _published(bootstrap: str, topic: str) -> list[dict[str, Any]]:
                     continue
                 row, key = json.loads(m.value()), m.key().decode()
                 row.pop("batch_id")
-                if key.startswith("broker/"):
+                if key.startswith(("broker/", "broker-route/")):
                     row.pop("state")  # what the sink adds to a broker decision
                 rows.append({"key": key, **row})
             if len(ended) == len(partitions):

@@ -19,6 +19,7 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
+from streaming.client import decision_key
 from streaming.config import load_scenario
 from streaming.sim.kafka_broker import SASL_USER, KafkaBroker
 from streaming.sim.simulator import simulate
@@ -102,10 +103,12 @@ def _check_kafka_run(reference: Path, folder: Path, bootstrap: str) -> None:
         != {}
     )
     expected = {}
-    for r in decisions.sort_values(["effective_at"], kind="stable").itertuples():
-        expected[f"broker/{r.cluster}/{r.broker_name}"] = (r.decision, r.available_from)
+    for r in decisions.sort_values(["effective_at"], kind="stable").to_dict("records"):
+        expected[decision_key(r)] = (r["decision"], r["available_from"])
     assert {
-        k: (v["decision"], v["available_from"]) for k, v in latest.items() if "broker/" in k
+        k: (v["decision"], v["available_from"])
+        for k, v in latest.items()
+        if k.startswith(("broker/", "broker-route/"))
     } == (expected)
     last_route = routes.sort_values("effective_at", kind="stable").groupby("topic").last()
     for topic, r in last_route.iterrows():

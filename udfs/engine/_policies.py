@@ -3,8 +3,8 @@ by default, each set in :class:`~udfs.engine._config.Policies`):
 
 - **isolation cap**: at most ``isolation_cap`` of a topic's writable brokers isolated at once, as
   Envoy's ``max_ejection_percent``. While more are sick the cluster is in panic: the brokers
-  isolated last stay in the route (``PANIC``) until there is room again (``HOLD``), so a
-  fleet-wide slowdown never empties a route;
+  isolated last stay in the route (``PANIC``) until there is room again (``HOLD``), those only
+  a latency outlier window holds first, so a fleet-wide slowdown never empties a route;
 - **latency outliers**: at the end of each window of ``outlier_window_ms`` (event time, aligned
   to the epoch), a broker whose mean latency over its answered sends is at least
   ``outlier_factor`` times the median of its topic's brokers is isolated for
@@ -168,15 +168,23 @@ class _Governor:
             self.p.probe[broker] = t + min(isolated_for, self.policies.probe_max_ms)
 
     def _cap(self, key: Key, raw: dict[str, int]) -> dict[str, str]:
-        """The isolated brokers the cap keeps in the route, each with why: the first isolated
-        keep their isolation while every topic they serve has room."""
+        """The isolated brokers the cap keeps in the route, each with why: those the FaultTable
+        isolates (RocketMQ's own rule: a failure, an answer in its bands) before those only a
+        latency outlier window holds, a slow broker being a better last resort than a failing
+        one; among each, the first isolated keep their isolation while every topic they serve
+        has room."""
         cap = self.policies.isolation_cap
         assert cap is not None
         topics = _writable(self.routes.after(key))
         room = {tp: int(cap * len(brokers)) for tp, brokers in topics.items()}
         used = dict.fromkeys(topics, 0)
         waived = {}
-        for b in sorted(raw, key=lambda b: (self.p.since[b], b)):
+
+        def outlier_only(b: str) -> bool:
+            base = self.p.base.get(b)
+            return base is None or base.until <= key[0]
+
+        for b in sorted(raw, key=lambda b: (outlier_only(b), self.p.since[b], b)):
             mine = [tp for tp, brokers in topics.items() if b in brokers]
             full = [tp for tp in mine if used[tp] >= room[tp]]
             if full:

@@ -8,17 +8,25 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
- * The latest decision about each broker, as read from the decisions topic: the Java side of
+ * The latest decisions about each broker, as read from the decisions topic: the Java side of
  * Python's {@code streaming.client.DecisionView}, for the present only (Python's keeps every
  * message with its time, for the simulator's questions about any instant).
+ *
+ * <p>A broker has two independent states, each the latest message of its own key: its FaultItem's
+ * ({@code broker/<cluster>/<broker>}: isolated, on probation or available) and its place in the
+ * NameServer's route ({@code broker-route/<cluster>/<broker>}: out of the route or back). It is
+ * available only when neither keeps it away: a {@code ROUTE_RESTORED} does not end an isolation,
+ * nor a {@code PROBE} an absence from the route.
  *
  * <p>A broker nobody decided about is available: faultline only ever narrows the choice. Every
  * method is safe to call from any thread; none throws for a message it cannot use (it is counted
  * and skipped).
  */
 public final class DecisionView {
-    /** A decision's key prefix on the topic; {@code route/} and {@code transaction/} are others. */
+    /** The key prefix of a broker's FaultItem decisions; {@code route/} and {@code transaction/} are others. */
     static final String BROKER_KEYS = "broker/";
+    /** The key prefix of a broker's route decisions ({@code ROUTE_EXPIRED}, {@code ROUTE_RESTORED}). */
+    static final String ROUTE_KEYS = "broker-route/";
 
     private static final Map<String, BrokerDecision.State> STATES;
 
@@ -37,7 +45,10 @@ public final class DecisionView {
 
     private final long outOfRouteHoldMs;
     private final long maxHoldMs;
+    /** The FaultItem's latest decision, per cluster and broker. */
     private final Map<String, Map<String, BrokerDecision>> byCluster = new ConcurrentHashMap<>();
+    /** The route's latest decision, per cluster and broker. */
+    private final Map<String, Map<String, BrokerDecision>> routes = new ConcurrentHashMap<>();
     private final AtomicLong skipped = new AtomicLong();
     private final AtomicLong calls = new AtomicLong();
 
@@ -91,18 +102,20 @@ public final class DecisionView {
 
     /**
      * One message of the decisions topic, read at {@code seenAt}: its key and its value (JSON;
-     * null for a tombstone, which forgets the broker). Other keys than {@code broker/...},
-     * other scopes than {@code cluster} and decisions about no broker's state are skipped.
-     * Returns the decision it recorded, or null.
+     * null for a tombstone, which forgets that state of the broker). Other keys than {@code
+     * broker/...} and {@code broker-route/...}, other scopes than {@code cluster} and decisions
+     * about no broker's state are skipped. Returns the decision it recorded, or null.
      */
     public BrokerDecision apply(String key, String value, long seenAt, boolean live) {
-        if (key == null || !key.startsWith(BROKER_KEYS)) {
+        String prefix = key == null ? null
+            : key.startsWith(BROKER_KEYS) ? BROKER_KEYS : key.startsWith(ROUTE_KEYS) ? ROUTE_KEYS : null;
+        if (prefix == null) {
             return null;
         }
         if (value == null) {
-            String[] parts = key.substring(BROKER_KEYS.length()).split("/", 2);
+            String[] parts = key.substring(prefix.length()).split("/", 2);
             if (parts.length == 2) {
-                Map<String, BrokerDecision> brokers = byCluster.get(parts[0]);
+                Map<String, BrokerDecision> brokers = (ROUTE_KEYS.equals(prefix) ? routes : byCluster).get(parts[0]);
                 if (brokers != null) {
                     brokers.remove(parts[1]);
                 }
@@ -155,7 +168,9 @@ public final class DecisionView {
             Object s = row.get("share");
             share = s instanceof Number && ((Number) s).doubleValue() != 0 ? ((Number) s).doubleValue() : 1.0;
         }
-        Map<String, BrokerDecision> brokers = byCluster.computeIfAbsent(cluster, c -> new ConcurrentHashMap<>());
+        boolean route = state == BrokerDecision.State.OUT_OF_ROUTE || "ROUTE_RESTORED".equals(decision);
+        Map<String, BrokerDecision> brokers = (route ? routes : byCluster)
+            .computeIfAbsent(cluster, c -> new ConcurrentHashMap<>());
         BrokerDecision known = brokers.get(broker);
         if (known != null && known.state() == state && known.effectiveAt() == effectiveAt
             && known.availableFrom() == from && Double.compare(known.share(), share) == 0
@@ -169,33 +184,78 @@ public final class DecisionView {
         return d;
     }
 
-    /** The latest decision about the broker, or null. */
+    /** The latest decision about the broker's FaultItem, or null. */
     public BrokerDecision get(String cluster, String broker) {
-        Map<String, BrokerDecision> brokers = byCluster.get(cluster);
+        return latest(byCluster, cluster, broker);
+    }
+
+    /** The latest decision about the broker's place in the route, or null. */
+    public BrokerDecision route(String cluster, String broker) {
+        return latest(routes, cluster, broker);
+    }
+
+    private static BrokerDecision latest(Map<String, Map<String, BrokerDecision>> in, String cluster, String broker) {
+        Map<String, BrokerDecision> brokers = in.get(cluster);
         return brokers == null ? null : brokers.get(broker);
     }
 
     /**
-     * Whether faultline lets {@code broker} take a send at {@code now}; on probation {@code
-     * ticket} decides (see {@link BrokerDecision#isAvailable}).
+     * Whether faultline lets {@code broker} take a send at {@code now}: not while out of the
+     * route, nor while isolated; on probation {@code ticket} decides (see {@link
+     * BrokerDecision#isAvailable}).
      */
     public boolean isAvailable(String cluster, String broker, long now, long ticket) {
+        BrokerDecision r = route(cluster, broker);
         BrokerDecision d = get(cluster, broker);
-        return d == null || d.isAvailable(now, ticket);
+        return (r == null || !r.holds(now)) && (d == null || d.isAvailable(now, ticket));
     }
 
     /** {@link #isAvailable(String, String, long, long)} with the calls counted as the tickets. */
     public boolean isAvailable(String cluster, String broker, long now) {
+        BrokerDecision r = route(cluster, broker);
         BrokerDecision d = get(cluster, broker);
-        if (d == null || !d.holds(now)) {
-            return true;
+        if (r != null && r.holds(now)) {
+            return false;
         }
-        return d.isAvailable(now, calls.incrementAndGet());
+        return d == null || !d.holds(now) || d.isAvailable(now, calls.incrementAndGet());
     }
 
-    /** The latest decision about each broker of {@code cluster}, by broker name (a copy). */
+    /**
+     * Until when the producer's table should hold {@code broker} at {@code now} (0: not at all):
+     * the later of its FaultItem's hold ({@link BrokerDecision#blockedUntil}) and its absence
+     * from the route.
+     */
+    long blockedUntil(String cluster, String broker, long now, long periodMs) {
+        BrokerDecision r = route(cluster, broker);
+        BrokerDecision d = get(cluster, broker);
+        return Math.max(r == null ? 0 : r.blockedUntil(now, periodMs), d == null ? 0 : d.blockedUntil(now, periodMs));
+    }
+
+    /**
+     * The decision that sets {@link #blockedUntil} (of the two, the one that holds longer; when
+     * neither holds, the FaultItem's, else the route's), or null when there is none.
+     */
+    BrokerDecision deciding(String cluster, String broker, long now, long periodMs) {
+        BrokerDecision r = route(cluster, broker);
+        BrokerDecision d = get(cluster, broker);
+        if (r == null || d == null) {
+            return d == null ? r : d;
+        }
+        return r.blockedUntil(now, periodMs) > d.blockedUntil(now, periodMs) ? r : d;
+    }
+
+    /** The latest decision about each broker's FaultItem in {@code cluster}, by broker name (a copy). */
     public Map<String, BrokerDecision> decisions(String cluster) {
-        Map<String, BrokerDecision> brokers = byCluster.get(cluster);
+        return copy(byCluster, cluster);
+    }
+
+    /** The latest decision about each broker's place in the route in {@code cluster} (a copy). */
+    public Map<String, BrokerDecision> routes(String cluster) {
+        return copy(routes, cluster);
+    }
+
+    private static Map<String, BrokerDecision> copy(Map<String, Map<String, BrokerDecision>> in, String cluster) {
+        Map<String, BrokerDecision> brokers = in.get(cluster);
         return brokers == null ? Collections.<String, BrokerDecision>emptyMap()
             : Collections.unmodifiableMap(new TreeMap<>(brokers));
     }

@@ -2,6 +2,7 @@ package io.faultline.rocketmq;
 
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collections;
 import java.util.HashMap;
 import java.util.IdentityHashMap;
@@ -352,13 +353,20 @@ public final class FaultlineFollower implements AutoCloseable {
         return view.decisions(cluster);
     }
 
+    /** The latest decision about each broker's place in the route (out of it, back), by broker name. */
+    public Map<String, BrokerDecision> routes() {
+        return view.routes(cluster);
+    }
+
     /** The brokers faultline keeps away from the follower's cluster now, wholly or in part. */
     public Set<String> held() {
         long now = System.currentTimeMillis();
         Set<String> out = new TreeSet<>();
-        for (BrokerDecision d : decisions().values()) {
-            if (d.holds(now)) {
-                out.add(d.broker());
+        for (Map<String, BrokerDecision> m : Arrays.asList(decisions(), routes())) {
+            for (BrokerDecision d : m.values()) {
+                if (d.holds(now)) {
+                    out.add(d.broker());
+                }
             }
         }
         return Collections.unmodifiableSet(out);
@@ -589,8 +597,10 @@ public final class FaultlineFollower implements AutoCloseable {
      */
     long applyAt(long now) {
         Map<String, BrokerDecision> mine = view.decisions(cluster);
+        Set<String> brokers = new TreeSet<>(mine.keySet());
+        brokers.addAll(view.routes(cluster).keySet());
         for (Followed f : followed) {
-            f.apply(mine, now);
+            f.apply(brokers, now);
         }
         long next = Long.MAX_VALUE;
         for (BrokerDecision d : mine.values()) {
@@ -613,15 +623,14 @@ public final class FaultlineFollower implements AutoCloseable {
             this.table = table;
         }
 
-        synchronized void apply(Map<String, BrokerDecision> decisions, long now) {
-            Set<String> brokers = new TreeSet<>(decisions.keySet());
+        synchronized void apply(Set<String> decided, long now) {
+            Set<String> brokers = new TreeSet<>(decided);
             brokers.addAll(written.keySet());
             for (String broker : brokers) {
                 try {
-                    BrokerDecision d = decisions.get(broker);
-                    long until = apply(broker, d == null ? 0 : d.blockedUntil(now, probePeriodMs), now);
+                    long until = apply(broker, view.blockedUntil(cluster, broker, now, probePeriodMs), now);
                     if (until != NOTHING) {
-                        tell(broker, d, until, now);
+                        tell(broker, view.deciding(cluster, broker, now, probePeriodMs), until, now);
                     }
                 } catch (Throwable e) {
                     String said = e.toString();

@@ -66,6 +66,28 @@ class DecisionViewTest {
     }
 
     @Test
+    void theRouteAndTheFaultItemAreTwoStatesAndNeitherEndsTheOther() {
+        DecisionView view = new DecisionView(HOLD, MAX);
+        view.apply("broker/C/b", message("b", "EXTEND", "ISOLATED", 1_000, 11_000), 1_000, true);
+        view.apply("broker-route/C/b", message("b", "ROUTE_RESTORED", "AVAILABLE", 2_000, 2_000), 2_000, true);
+        assertFalse(view.isAvailable("C", "b", 5_000, 0));  // back in the route, still isolated
+        assertEquals(11_000, view.blockedUntil("C", "b", 5_000, 1_000));
+        view.apply("broker-route/C/b", message("b", "ROUTE_EXPIRED", "OUT_OF_ROUTE", 12_000, 12_000), 12_000, true);
+        view.apply("broker/C/b", message("b", "PROBE", "PROBING", 13_000, 23_000).replace("}", ",\"share\":0.5}"), 13_000, true);
+        for (long ticket = 0; ticket < 100; ticket++) {
+            assertFalse(view.isAvailable("C", "b", 14_000, ticket));  // a probation does not bring it back
+        }
+        assertFalse(view.isAvailable("C", "b", 14_000));
+        assertEquals(42_000, view.blockedUntil("C", "b", 14_000, 1_000));  // a route poll from when it was read
+        assertSame(view.route("C", "b"), view.deciding("C", "b", 14_000, 1_000));
+        view.apply("broker-route/C/b", null, 15_000, true);  // a tombstone forgets the route's word only
+        assertNull(view.route("C", "b"));
+        assertEquals("PROBE", view.get("C", "b").decision());
+        assertEquals(1, view.decisions("C").size());
+        assertTrue(view.routes("C").isEmpty());
+    }
+
+    @Test
     void theSameDecisionAgainKeepsWhenItWasFirstRead() {
         DecisionView view = new DecisionView(HOLD, MAX);
         String m = message("b", "ISOLATE", "ISOLATED", 1_000, 11_000);
