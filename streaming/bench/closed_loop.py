@@ -741,6 +741,31 @@ def delays(run: Run) -> list[Delay]:
     return out
 
 
+def within_reach(run: Run) -> dict[str, tuple[int, int | None, int | None]]:
+    """Per fault, the many producers alone's sick sends: all of them, those that started after
+    the fault's first evidence, and after faultline's decision reached the topic
+    (:func:`delays`). Following can save only what starts after the decision: the last is the
+    most the job's measured delay leaves within reach, the second what a job without delay
+    would, the rest no follower can save (the broker had not shown itself to anyone yet)."""
+    alone = {m.producer_id for m in run.members if m.group == MANY.name and not m.follows}
+    out = {}
+    for f, d in zip(run.faults, delays(run), strict=True):
+        starts = [
+            r["start"]
+            for r in run.records
+            if r["k"] == "attempt"
+            and r["id"] in alone
+            and r["broker"] == f.broker
+            and f.start_ms <= r["start"] < f.end_ms
+        ]
+
+        def after(s: float | None) -> int | None:
+            return None if s is None else sum(t >= f.start_ms + s * 1000 for t in starts)
+
+        out[f.kind] = (len(starts), after(d.evidence_s), after(d.on_topic_s))
+    return out
+
+
 def _keys(broker: str) -> list[str]:
     """The decision topic's keys about ``broker``: its FaultItem's, its place in the route."""
     return [f"{kind}/{rocketmq.CLUSTER}/{broker}" for kind in (BROKER_KEYS, ROUTE_KEYS)]
@@ -966,6 +991,21 @@ def report(run: Run) -> str:
             lines.append(f"| {fault}: sick sends | {f} | {a} | {_pct(f, a)} |")
         f, a = g.many_sick
         lines.append(f"| every fault | {f} | {a} | {_pct(f, a)} |")
+        reach = within_reach(run)
+        lines += [
+            "",
+            "| the many producers alone's sick sends | all | started after the first evidence "
+            "| after the decision was on the topic |",
+            "|---|---|---|---|",
+        ]
+        for fault, (every, evidence, decided) in reach.items():
+            lines.append(f"| {fault} | {every} | {_n(evidence)} | {_n(decided)} |")
+        total = [sum(x or 0 for x in column) for column in zip(*reach.values(), strict=True)]
+        lines.append(f"| every fault | {total[0]} | {total[1]} | {total[2]} |")
+        lines.append(
+            f"the most following could save: {_share(total[2], total[0])} at the measured "
+            f"decision delay, {_share(total[1], total[0])} with none"
+        )
     lines += [
         "",
         "goal, following never worse than alone (sick sends, failed, per producer, beyond "
@@ -987,6 +1027,14 @@ def report(run: Run) -> str:
             + f" ({_pct(*g.many_sick)})"
         )
     return "\n".join(lines)
+
+
+def _n(x: int | None) -> str:
+    return "-" if x is None else str(x)
+
+
+def _share(part: int, whole: int) -> str:
+    return f"{part / whole:.0%}" if whole else "-"
 
 
 def _pct(following: int, alone: int) -> str:
