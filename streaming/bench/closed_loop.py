@@ -758,11 +758,11 @@ def within_reach(run: Run) -> dict[str, tuple[int, int | None, int | None]]:
             and r["broker"] == f.broker
             and f.start_ms <= r["start"] < f.end_ms
         ]
-
-        def after(s: float | None) -> int | None:
-            return None if s is None else sum(t >= f.start_ms + s * 1000 for t in starts)
-
-        out[f.kind] = (len(starts), after(d.evidence_s), after(d.on_topic_s))
+        after = [
+            None if s is None else sum(t >= f.start_ms + s * 1000 for t in starts)
+            for s in (d.evidence_s, d.on_topic_s)
+        ]
+        out[f.kind] = (len(starts), after[0], after[1])
     return out
 
 
