@@ -4,11 +4,12 @@ publishes its decisions, and half of the producers follow them; faults happen, a
 that follow are compared with those that do not, in the same run.
 
     python -m streaming.bench.closed_loop [--producers-per-version 2] [--rate 10]
-        [--many 30] [--many-rate 1] [--fault-s 20] [--gap-s 20] [--data DIR] [--json FILE]
+        [--many 30] [--many-rate 1] [--brokers 3] [--fault-s 20] [--gap-s 20] [--data DIR]
+        [--json FILE]
     python -m streaming.bench.closed_loop --judge DIR      # the run saved in DIR, reported again
 
 Starts an Apache Kafka broker (``streaming.sim.kafka_broker``), the RocketMQ testbed
-(``streaming.sim.rocketmq``: a NameServer and three brokers of RocketMQ 5.3.3), the job as a
+(``streaming.sim.rocketmq``: a NameServer and ``--brokers`` brokers of RocketMQ 5.3.3), the job as a
 ``faultline run --source kafka`` subprocess with the shipped configuration (``conf/faultline.yaml``:
 the ``rocketmq-5`` cluster profile and every default policy) and the testbed NameServer's own
 heartbeat settings, and one harness JVM per client version
@@ -49,7 +50,8 @@ alone), from those records:
 - where the followers' sick sends got through: the topic's last word on the broker when each
   started (:func:`leaks`).
 
-Then the many-producers case: sick sends per fault, following against alone, and the goals:
+Then the many-producers case: sick sends per fault, following against alone, the most following
+could save (:func:`within_reach`), and the goals:
 following never worse than alone (sick sends, failures, beyond chance: :func:`chance`; p99 and
 capacity are shown), and at least 50% fewer sick sends when following in the many-producers case.
 ``--json FILE`` writes the whole result; ``--data DIR`` keeps the run (``run.json`` and each
