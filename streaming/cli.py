@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import sys
 import traceback
 from collections.abc import Sequence
+from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from udfs.errors import ConfigError, FaultlineError
 from udfs.vocabulary import TableName
@@ -28,9 +31,31 @@ except ModuleNotFoundError as missing:  # the client's install (streaming.client
     raise SystemExit(2) from None
 
 
+class _Parser(argparse.ArgumentParser):
+    """No abbreviated flags: ``--out`` is not ``--output``."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(allow_abbrev=False, **kwargs)
+
+
+def _unknown(given: str, parser: argparse.ArgumentParser) -> str:
+    """``unrecognized argument --ouput; did you mean --output?``"""
+    flags = [f for a in parser._actions for f in a.option_strings if f.startswith("--")]
+    close = difflib.get_close_matches(given.split("=", 1)[0], flags, n=1, cutoff=0.6)
+    return f"unrecognized argument {given}" + (f"; did you mean {close[0]}?" if close else "")
+
+
+def _version() -> str:
+    try:
+        return metadata.version("faultline")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="faultline", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser = _Parser(prog="faultline", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"faultline {_version()}")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     run = commands.add_parser("run", help="run the streaming job")
     run.add_argument("--config", help="YAML settings (default conf/faultline.yaml)")
     add_setting_flags(run)
@@ -99,7 +124,9 @@ def _parser() -> argparse.ArgumentParser:
     jr.add_argument("sets", nargs="*", metavar="SET", help="default: every set")
     sim = commands.add_parser("simulate", help="write a scenario's events without running the job")
     sim.add_argument("--scenario", default="default", help="conf/scenarios/NAME.yaml or a path")
-    sim.add_argument("--out", help="a folder for JSON-lines files")
+    sim.add_argument(
+        "--output", "--out", dest="out", help="a folder for JSON-lines files (--out: the same)"
+    )
     sim.add_argument(
         "--reporting",
         choices=("full", "summary"),
@@ -115,7 +142,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # named by the command it was given to, with the flag it most resembles
+        commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        command = commands.choices[args.command]
+        command.error(_unknown(unknown[0], command))
     code = _main(args)
     if args.command != "simulate":
         # native threads (the JVM gateway's, delta-rs's) can abort an orderly interpreter exit
@@ -241,7 +273,7 @@ def _simulate(args: argparse.Namespace) -> int:
     from streaming.sim.simulator import simulate, write_jsonl
 
     usage = (
-        "simulate needs either --out DIR or --kafka-bootstrap HOST:PORT --topic T (which may "
+        "simulate needs either --output DIR or --kafka-bootstrap HOST:PORT --topic T (which may "
         "also come from --config)"
     )
     if args.out and (args.kafka_bootstrap or args.topic):

@@ -589,12 +589,17 @@ class JobConfig(_Strict):
     @model_validator(mode="after")
     def _sources_need_their_settings(self) -> JobConfig:
         if self.source == "files" and not self.path:
-            raise ValueError("source files needs path: the folder of JSON-lines or Parquet files")
+            raise ValueError(
+                "source files needs path (--path DIR): the folder of JSON-lines or Parquet files"
+            )
         if self.source == "kafka":
             if not self.kafka_bootstrap:
-                raise ValueError("source kafka needs kafka_bootstrap (--kafka-bootstrap)")
+                raise ValueError("source kafka needs kafka_bootstrap (--kafka-bootstrap HOST:PORT)")
             if bool(self.topic) == bool(self.subscribe_pattern):
-                raise ValueError("source kafka needs exactly one of topic, subscribe_pattern")
+                raise ValueError(
+                    "source kafka needs exactly one of topic (--topic) and subscribe_pattern "
+                    "(--subscribe-pattern)"
+                )
         return self
 
     def kafka_conf(self) -> dict[str, str]:
@@ -809,9 +814,15 @@ def _explain(error: ValidationError, where: Mapping[str, str], default: str) -> 
                 value = masked(value) if isinstance(value, Mapping) else "***"
         shown = "(missing)" if item["type"] == "missing" else repr(value)
         message = item["msg"]
+        if item["type"] == "value_error":  # our own words, without pydantic's "Value error, "
+            message = str(item["ctx"]["error"])
         if item["type"] == "extra_forbidden":
             message = "unknown key"
-        lines.append(f"{origin}: {loc or '(top level)'} = {shown}: {message}")
+        if not keys:  # a rule over several settings: its value would be the whole configuration
+            origins = [o for k, o in where.items() if k in message] or [default]
+            lines.append(f"{', '.join(origins)}: {message}")
+            continue
+        lines.append(f"{origin}: {loc} = {shown}: {message}")
     return ConfigError("\n".join(lines))
 
 

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
-from streaming.config import JobConfig, masked
+from streaming.config import JobConfig, load_scenario, masked
 from streaming.job import sink
 from streaming.job.checkpoint import check_source, record_run
 from streaming.job.maintain import table_properties
@@ -26,6 +26,7 @@ from streaming.job.sink_spark import check_delta
 from streaming.job.sources.simulator import simulator_folder
 from streaming.job.storage import from_failure
 from streaming.job.summary import print_summary
+from udfs.errors import ConfigError
 from udfs.vocabulary import TableName
 
 LISTENER_WAIT_S = 10.0
@@ -104,6 +105,18 @@ def linger(server: Server, seconds: float, out: TextIO) -> None:
         server.stop()
 
 
+def check_input(config: JobConfig) -> None:
+    """What the source reads is there: the files source's folder, the simulator's scenario (Spark
+    would find out after it started, and the job after it made its tables)."""
+    if config.source == "files" and not Path(str(config.path)).is_dir():
+        raise ConfigError(
+            f"path {config.path}: no such folder; the files source reads the JSON-lines or "
+            "Parquet files of a folder (--path DIR)"
+        )
+    if config.source == "simulator":
+        load_scenario(config.scenario)
+
+
 def _job(
     config: JobConfig,
     out: TextIO,
@@ -112,6 +125,7 @@ def _job(
 ) -> int:
     checkpoint = Path(config.checkpoint).resolve() / QUERY_NAME
     extra = spark_jars(config)  # before anything is written or started
+    check_input(config)
     check_source(config, checkpoint)
     if config.kafka_bootstrap and (config.source == "kafka" or config.kafka_outputs):
         check_reachable(config.kafka_conf())

@@ -91,3 +91,39 @@ def test_a_jar_set_not_fetched_stops_the_job_naming_the_command(tmp_path: Path) 
         "faultline: no jar set kafka; the sets are: spark-kafka, delta, kafka-broker, "
         "rocketmq-server, rocketmq-4.7, rocketmq-4.9, rocketmq-5, rocketmq-spring"
     )
+
+
+def test_flags_are_never_abbreviated_and_a_misspelled_one_is_named(tmp_path: Path) -> None:
+    version = faultline("--version", cwd=tmp_path)
+    assert version.returncode == 0 and version.stdout.startswith("faultline ")
+    for flag in ("--ouput", "--out"):  # --out was --output, abbreviated
+        result = faultline("run", flag, "O", cwd=tmp_path)
+        assert result.returncode == 2
+        assert result.stderr.splitlines()[-1] == (
+            f"faultline run: error: unrecognized argument {flag}; did you mean --output?"
+        )
+    unknown = faultline("explain", "--output", "O", "--nothing-like-it", cwd=tmp_path)
+    assert unknown.stderr.splitlines()[-1] == (
+        "faultline explain: error: unrecognized argument --nothing-like-it"
+    )
+    for flag in ("--output", "--out"):  # simulate: --output, as everywhere; --out stays
+        written = faultline("simulate", "--scenario", "quick", flag, f"e{flag}", cwd=tmp_path)
+        assert written.returncode == 0 and list((tmp_path / f"e{flag}").glob("*.jsonl"))
+    assert not (tmp_path / "O").exists()
+
+
+def test_what_the_source_reads_is_checked_before_anything_is_made(tmp_path: Path) -> None:
+    """One line naming the setting, its value and what to do; no table, no checkpoint."""
+    cases = {
+        ("--source", "files"): "command line --source: source files needs path (--path DIR): "
+        "the folder of JSON-lines or Parquet files",
+        ("--source", "files", "--path", "/no/such/folder"): "path /no/such/folder: no such "
+        "folder; the files source reads the JSON-lines or Parquet files of a folder (--path DIR)",
+        ("--scenario", "quik"): "scenario 'quik': no file ",
+    }
+    for args, said in cases.items():
+        result = faultline("run", *args, "--output", "O", "--checkpoint", "C", cwd=tmp_path)
+        lines = result.stderr.strip().splitlines()
+        assert result.returncode == 2
+        assert len(lines) == 1 and lines[0].startswith(f"faultline: {said}"), result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
