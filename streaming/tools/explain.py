@@ -100,7 +100,8 @@ def broker_at(
     decisions = _table(output, TableName.BROKER_DECISIONS, broker_name=broker)
     if not items and not decisions:
         known = sorted(
-            {
+            {r["broker_name"] for r in _table(output, TableName.FAULT_ITEMS) if r["broker_name"]}
+            | {
                 r["broker_name"]
                 for r in _table(output, TableName.BROKER_DECISIONS)
                 if r["broker_name"]
@@ -112,7 +113,23 @@ def broker_at(
         if len(clusters) > 1:
             raise ExplainError(f"{broker} is in clusters {', '.join(clusters)}: give --cluster")
         cluster = clusters[0]
+    elif cluster not in clusters:
+        raise ExplainError(
+            f"--cluster {cluster}: {broker} is not in it; it is in {', '.join(clusters)}"
+        )
     key = cluster if kind == "cluster" else producer
+    if kind == "producer":
+        producers = sorted(
+            {r["scope_key"] for r in items if r["cluster"] == cluster and r["scope"] == "producer"}
+        )
+        if producer not in producers:
+            shown = ", ".join(producers[:10]) + (
+                f" and {len(producers) - 10} more" if len(producers) > 10 else ""
+            )
+            raise ExplainError(
+                f"--scope producer:{producer}: no such producer sent to {broker} in {cluster}; "
+                f"producers that did: {shown or 'none'}"
+            )
     mine = sorted(
         (
             r

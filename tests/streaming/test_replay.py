@@ -326,6 +326,15 @@ def test_explain_follows_a_transaction_through_its_checks_and_answers(
             r"is outside every batch of .*: they cover 2026-",
         ),
         (("--broker", "broker-a", "--at", "yesterday"), r"--at 'yesterday': give a time like"),
+        (
+            ("--broker", "broker-a", "--at", "2026-11-21T10:00:30", "--cluster", "Foo"),
+            r"^faultline: --cluster Foo: broker-a is not in it; it is in QuickCluster$",
+        ),
+        (
+            ("--broker", "broker-a", "--at", "2026-11-21T10:00:30", "--scope", "producer:p-99"),
+            r"--scope producer:p-99: no such producer sent to broker-a in QuickCluster; "
+            r"producers that did: p-\S+, ",
+        ),
         (("--message-id", "nobody"), r"--message-id nobody: no attempt, delay entry"),
     ],
 )
