@@ -434,10 +434,12 @@ def print_broker(answer: dict[str, Any], out: TextIO) -> None:
     if item is None:
         print("  no FaultItem for it by then: never reported in this scope", file=out)
     else:
+        held = item["available_from"] > item["updated_at"]  # else its last update isolated none
         print(
-            f"  FaultItem: latency {item['latency_ms']} ms, available from "
-            f"{iso(item['available_from'])} (last updated by {item['updated_by']} at "
-            f"{iso(item['updated_at'])}, {item['profile']})",
+            f"  FaultItem: latency {item['latency_ms']} ms, "
+            + (f"not available until {iso(item['available_from'])}" if held else "no isolation")
+            + f" (last updated by event {item['updated_by']} at {iso(item['updated_at'])}, "
+            f"{item['profile']})",
             file=out,
         )
     setter = answer["set_by"]

@@ -186,6 +186,17 @@ def test_explain_names_the_send_that_isolated_a_broker_and_the_rule(
     assert f"set by {answer['set_by']['event_id']} from " in text
     assert "5.x extends only" in text
     assert "NameServer: in the route (never dropped by then); last heartbeat 2026-" in text
+    item = answer["fault_item"]
+    assert f"not available until {iso(item['available_from'])} (last updated by event " in text
+    items = table(reference, "fault_items").query("scope == 'cluster' and broker_name == @broker")
+    healthy = items[items["available_from"] <= items["event_time"]]
+    healthy = healthy[~healthy["event_time"].duplicated(keep=False)].iloc[-1]
+    code, text, _ = _explain(
+        job, "--output", str(reference), "--broker", broker,
+        "--at", str(healthy["event_time"]), cwd=tmp_path,
+    )  # fmt: skip
+    assert code == 0 and "1970" not in text
+    assert f"no isolation (last updated by event {healthy['event_id']} at " in text
     restore = cluster[(cluster["broker_name"] == broker) & (cluster["decision"] == "RESTORE")]
     after = int(restore.iloc[0]["effective_at"])
     code, out, _ = _explain(
