@@ -4,6 +4,7 @@ what to change, before Spark starts (no JVM)."""
 from __future__ import annotations
 
 import json
+import socket
 import time
 from pathlib import Path
 
@@ -127,3 +128,18 @@ def test_what_the_source_reads_is_checked_before_anything_is_made(tmp_path: Path
         assert result.returncode == 2
         assert len(lines) == 1 and lines[0].startswith(f"faultline: {said}"), result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_a_dashboard_on_a_taken_port_stops_in_one_line_before_it_serves(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = faultline(
+            "dashboard", "--output", str(tmp_path), "--port", str(port), cwd=tmp_path
+        )
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.strip().splitlines() == [
+        f"faultline: --port {port}: cannot listen on 127.0.0.1:{port} (Address already in use); "
+        "give another --port, or stop what holds it"
+    ]

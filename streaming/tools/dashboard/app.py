@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import logging
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from dash import Dash, Input, Output, State, ctx, dcc, html, no_update
 
 from streaming.tools import explain
 from streaming.tools.dashboard.data import TRANSACTION_KINDS, Model, TablesError
+from udfs.errors import ConfigError
 
 log = logging.getLogger("faultline.dashboard")
 
@@ -686,7 +688,8 @@ def sections(page: Page, cluster: str, producers: list[str]) -> list[Any]:
 
 
 def serve(output: Path, host: str, port: int, refresh_ms: int, window_ms: int | None) -> int:
-    """Serve the page until interrupted."""
+    """Serve the page until interrupted; a port that cannot be bound stops it first, in one line."""
+    check_port(host, port)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     page = Page(output, window_ms)
@@ -695,3 +698,17 @@ def serve(output: Path, host: str, port: int, refresh_ms: int, window_ms: int | 
     print(f"faultline dashboard: http://{host}:{port}/ over {output}", flush=True)
     app.run(host=host, port=port, debug=False)
     return 0
+
+
+def check_port(host: str, port: int) -> None:
+    """Bind ``host:port`` once, before anything is printed or read: a port in use (another
+    dashboard, the job's metrics) is a :class:`ConfigError` that says what to do."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise ConfigError(
+                f"--port {port}: cannot listen on {host}:{port} ({exc.strerror}); "
+                "give another --port, or stop what holds it"
+            ) from None
