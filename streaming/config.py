@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import re
 import types
 from collections.abc import Iterator, Mapping, Sequence
@@ -800,7 +801,60 @@ def masked(conf: Mapping[str, Any]) -> dict[str, Any]:
     return {k: "***" if _SECRET.search(str(k)) else v for k, v in conf.items()}
 
 
-def _explain(error: ValidationError, where: Mapping[str, str], default: str) -> ConfigError:
+_WORDS: dict[str, str] = {
+    "greater_than": "must be more than {gt}",
+    "greater_than_equal": "must be at least {ge}",
+    "less_than": "must be less than {lt}",
+    "less_than_equal": "must be at most {le}",
+    "literal_error": "must be {expected}",
+    "enum": "must be {expected}",
+    "int_parsing": "must be a whole number",
+    "int_type": "must be a whole number",
+    "int_from_float": "must be a whole number",
+    "float_parsing": "must be a number",
+    "float_type": "must be a number",
+    "bool_parsing": "must be true or false",
+    "bool_type": "must be true or false",
+    "string_type": "must be text",
+    "missing": "is required",
+    "dict_type": "must be a mapping of keys to values",
+    "list_type": "must be a list",
+}
+"""pydantic's error types in the project's words (the rest keep pydantic's message)."""
+
+
+def _words(item: Any, model: type[BaseModel]) -> str:
+    """What is wrong with one setting, in the project's words: a rule of ours as it says it, an
+    unknown key with the known key it most resembles."""
+    kind = item["type"]
+    if kind == "value_error":
+        return str(item["ctx"]["error"])
+    if kind == "extra_forbidden":
+        known = _keys_at(model, [str(p) for p in item["loc"][:-1]])
+        close = difflib.get_close_matches(str(item["loc"][-1]), known, n=1, cutoff=0.6)
+        return "unknown key" + (f"; did you mean {close[0]}?" if close else "")
+    words = _WORDS.get(kind)
+    try:
+        return words.format(**item.get("ctx", {})) if words else str(item["msg"])
+    except (KeyError, IndexError):
+        return str(item["msg"])
+
+
+def _keys_at(model: type[BaseModel], path: list[str]) -> list[str]:
+    """The keys a block at ``path`` of ``model`` takes (none when the path leads elsewhere than
+    a block: a list, a mapping)."""
+    for key in path:
+        field = model.model_fields.get(key)
+        block = getattr(field, "annotation", None)
+        if not (isinstance(block, type) and issubclass(block, BaseModel)):
+            return []
+        model = block
+    return list(model.model_fields)
+
+
+def _explain(
+    error: ValidationError, where: Mapping[str, str], default: str, model: type[BaseModel]
+) -> ConfigError:
     lines = []
     for item in error.errors():
         keys = [str(p) for p in item["loc"]]
@@ -813,11 +867,7 @@ def _explain(error: ValidationError, where: Mapping[str, str], default: str) -> 
             else:
                 value = masked(value) if isinstance(value, Mapping) else "***"
         shown = "(missing)" if item["type"] == "missing" else repr(value)
-        message = item["msg"]
-        if item["type"] == "value_error":  # our own words, without pydantic's "Value error, "
-            message = str(item["ctx"]["error"])
-        if item["type"] == "extra_forbidden":
-            message = "unknown key"
+        message = _words(item, model)
         if not keys:  # a rule over several settings: its value would be the whole configuration
             origins = [o for k, o in where.items() if k in message] or [default]
             lines.append(f"{', '.join(origins)}: {message}")
@@ -846,7 +896,7 @@ def load_job_config(
     try:
         return JobConfig.model_validate(data)
     except ValidationError as exc:
-        raise _explain(exc, where, str(file)) from None
+        raise _explain(exc, where, str(file), JobConfig) from None
 
 
 def shipped(path: Path) -> Path:
@@ -873,4 +923,4 @@ def load_scenario(name: str) -> Scenario:
     try:
         return Scenario.model_validate(_read_yaml(path))
     except ValidationError as exc:
-        raise _explain(exc, {}, str(path)) from None
+        raise _explain(exc, {}, str(path), Scenario) from None

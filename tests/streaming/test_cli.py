@@ -15,12 +15,22 @@ def test_bad_configuration_stops_before_spark_and_names_the_key(tmp_path: Path) 
     config = tmp_path / "bad.yaml"
     config.write_text(
         "scope: everything\nmax_records_per_batch: 0\nunknown_key: 1\ndelay_levels: 1s 5s 10x\n"
+        "policies:\n  isolaton_cap: 0.5\nonce: maybe\n"
     )
     result = faultline("run", "--config", str(config), cwd=tmp_path, timeout=60)
     assert result.returncode == 2
-    assert f"{config}: scope = 'everything'" in result.stderr
-    assert f"{config}: max_records_per_batch = 0" in result.stderr
-    assert f"{config}: unknown_key = 1: unknown key" in result.stderr
+    # in the project's words, never pydantic's
+    assert f"{config}: scope = 'everything': must be 'cluster', 'producer' or 'both'\n" in (
+        result.stderr
+    )
+    assert f"{config}: max_records_per_batch = 0: must be more than 0\n" in result.stderr
+    assert f"{config}: once = 'maybe': must be true or false\n" in result.stderr
+    assert f"{config}: unknown_key = 1: unknown key\n" in result.stderr
+    assert (
+        f"{config}: policies.isolaton_cap = 0.5: unknown key; did you mean isolation_cap?\n"
+        in result.stderr
+    )
+    assert "Input should" not in result.stderr and "Value error" not in result.stderr
     assert f"{config}: delay_levels = '1s 5s 10x': " in result.stderr
     assert "level 3 is '10x'" in result.stderr
     flag = faultline("run", "--scope", "all", cwd=tmp_path, timeout=60)

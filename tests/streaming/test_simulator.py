@@ -381,16 +381,16 @@ def test_the_engine_follows_the_default_scenario_s_transactions(
     [
         (
             {"mode": "ASYNC"},
-            "producers.5.mode = 'ASYNC': Value error, a transactional producer sends SYNC",
+            "producers.5.mode = 'ASYNC': a transactional producer sends SYNC",
         ),
         (
             {"transactions": {"commit": 0.5, "rollback": 0.2}},
-            "producers.5.transactions = {'commit': 0.5, 'rollback': 0.2}: Value error, "
+            "producers.5.transactions = {'commit': 0.5, 'rollback': 0.2}: "
             "commit + rollback + unknown must add up to 1, not 0.7 (0.5 + 0.2 + 0)",
         ),
         (
             {"delay_every": 3},
-            "producers.5.delay_every = 3: Value error, a transactional producer's half messages "
+            "producers.5.delay_every = 3: a transactional producer's half messages "
             "are never delayed",
         ),
         (
