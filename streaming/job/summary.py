@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import io
+import json
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -86,23 +89,6 @@ def delay_queues(output: Path) -> pd.DataFrame:
     return counts.sort_index()
 
 
-def _print_delay_queues(output: Path, out: TextIO) -> None:
-    counts = delay_queues(output)
-    print(
-        "\ndelay queues (SCHEDULE_TOPIC_XXXX): level, scheduled, released, waiting, to DLQ",
-        file=out,
-    )
-    for level, row in counts.iterrows():
-        name = "DLQ at once" if level == 0 else f"level {level}"
-        print(
-            f"  {name:<12} {row['scheduled']:>8} {row['released']:>8} {row['waiting']:>8} "
-            f"{row['dlq']:>8}",
-            file=out,
-        )
-    if counts.empty:
-        print("  none", file=out)
-
-
 def transaction_states(output: Path) -> dict[str, int]:
     """Rows per state of ``transactions``, and ``WAITING``: transactions whose latest row leaves
     them waiting for an end or a check."""
@@ -120,37 +106,102 @@ def transaction_states(output: Path) -> dict[str, int]:
     return counts
 
 
-def print_summary(output: Path, progress: Progress, out: TextIO) -> None:
-    elapsed = time.time() - progress.started
-    windows = isolation_windows(output)
+RUNS = Path("_job") / "runs"
+"""Where, under the output, each run's summary is kept (text and JSON)."""
+RUNS_KEPT = 100
+"""The runs whose summaries are kept; the oldest go first."""
+
+
+def summary(output: Path, progress: Progress) -> dict[str, Any]:
+    """A run's summary: what it read, and what the tables hold at its end."""
+    per_broker: dict[str, dict[str, float]] = {}
+    for w in isolation_windows(output):
+        if w["scope"] == "cluster":
+            stats = per_broker.setdefault(w["broker_name"], {"count": 0, "seconds": 0.0})
+            stats["count"] += 1
+            stats["seconds"] += ((w["end"] or w["start"]) - w["start"]) / 1000
+    ended = time.time()
+    return {
+        "started": _utc(progress.started),
+        "ended": _utc(ended),
+        "seconds": round(ended - progress.started, 1),
+        "records": progress.rows,
+        "messages": progress.messages,
+        "batches": progress.batches,
+        "isolations": dict(sorted(per_broker.items())),
+        "delay_queues": {
+            str(level): {k: int(v) for k, v in row.items()}
+            for level, row in delay_queues(output).iterrows()
+        },
+        "transactions": transaction_states(output),
+        "tables": table_counts(output),
+    }
+
+
+def _utc(seconds: float) -> str:
+    """Epoch seconds as UTC text, to the millisecond.
+
+    >>> _utc(1795255200.5)
+    '2026-11-21T10:00:00.500Z'
+    """
+    moment = datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds")
+    return moment.replace("+00:00", "Z")
+
+
+def summary_text(facts: dict[str, Any], output: Path) -> str:
+    """:func:`summary` as the run prints it."""
+    out = io.StringIO()
     covered = (
-        f" standing for {progress.messages} messages"  # producers that report in summaries
-        if progress.messages > progress.rows
+        f" standing for {facts['messages']} messages"  # producers that report in summaries
+        if facts["messages"] > facts["records"]
         else ""
     )
     print(
-        f"\nfaultline: {progress.rows} records{covered} in {progress.batches} batches, "
-        f"{elapsed:.1f} s",
+        f"\nfaultline: {facts['records']} records{covered} in {facts['batches']} batches, "
+        f"{facts['seconds']:.1f} s",
         file=out,
     )
     print("\nisolations (cluster scope): broker, count, isolated time", file=out)
-    per_broker: dict[str, list[int]] = {}
-    for w in windows:
-        if w["scope"] == "cluster":
-            stats = per_broker.setdefault(w["broker_name"], [0, 0])
-            stats[0] += 1
-            stats[1] += (w["end"] or w["start"]) - w["start"]
-    for broker, (count, total) in sorted(per_broker.items()):
-        print(f"  {broker:<20} {count:>4} {total / 1000:>10.1f} s", file=out)
-    if not per_broker:
+    for broker, stats in facts["isolations"].items():
+        print(f"  {broker:<20} {stats['count']:>4} {stats['seconds']:>10.1f} s", file=out)
+    if not facts["isolations"]:
         print("  none", file=out)
-    _print_delay_queues(output, out)
+    print(
+        "\ndelay queues (SCHEDULE_TOPIC_XXXX): level, scheduled, released, waiting, to DLQ",
+        file=out,
+    )
+    for level, row in facts["delay_queues"].items():
+        name = "DLQ at once" if level == "0" else f"level {level}"
+        print(
+            f"  {name:<12} {row['scheduled']:>8} {row['released']:>8} {row['waiting']:>8} "
+            f"{row['dlq']:>8}",
+            file=out,
+        )
+    if not facts["delay_queues"]:
+        print("  none", file=out)
     print("\ntransactions: rows per state (WAITING: transactions not settled)", file=out)
-    states = transaction_states(output)
-    for state, count in states.items():
+    for state, count in facts["transactions"].items():
         print(f"  {state:<26} {count:>8}", file=out)
-    if not states:
+    if not facts["transactions"]:
         print("  none", file=out)
     print("\nrows per table:", file=out)
-    for name, count in table_counts(output).items():
+    for name, count in facts["tables"].items():
         print(f"  {name:<20} {count:>9}  {output / name}", file=out)
+    return out.getvalue()
+
+
+def print_summary(output: Path, progress: Progress, out: TextIO) -> None:
+    """Print the run's summary and keep it under ``output/_job/runs/`` (text and JSON, named
+    by when the run started; the last :data:`RUNS_KEPT` runs)."""
+    facts = summary(output, progress)
+    text = summary_text(facts, output)
+    out.write(text)
+    out.flush()
+    folder = output / RUNS
+    folder.mkdir(parents=True, exist_ok=True)
+    name = facts["started"].replace(":", "").replace("-", "").replace(".", "")
+    (folder / f"{name}.txt").write_text(text.lstrip("\n"), encoding="utf-8")
+    (folder / f"{name}.json").write_text(json.dumps(facts, indent=1) + "\n", encoding="utf-8")
+    for old in sorted(folder.glob("*.json"))[:-RUNS_KEPT]:
+        old.unlink()
+        old.with_suffix(".txt").unlink(missing_ok=True)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import random
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,8 @@ from pandas.testing import assert_frame_equal
 
 from streaming.client import POLICY_STATES
 from streaming.config import load_scenario
-from streaming.job import failpoints
+from streaming.job import failpoints, summary
+from streaming.job.progress import Progress
 from streaming.sim.simulator import HEARTBEAT_TIMEOUT_MS, SCAN_INTERVAL_MS, simulate
 from tests.streaming.conftest import (
     DECISION_TABLES,
@@ -73,6 +76,29 @@ def test_default_run_prints_progress_and_a_summary(default_run: DefaultRun) -> N
     for level in (3, 4):
         n = int((entries["delay_level"] == level).sum())
         assert f"  level {level:<6} {n:>8} {n:>8} {0:>8} {0:>8}" in stdout
+    # the summary is kept, as printed and as JSON
+    (text,) = (output / "_job" / "runs").glob("*.txt")
+    assert stdout.endswith("\n" + text.read_text())
+    kept = json.loads(text.with_suffix(".json").read_text())
+    assert kept["records"] == int(batches["input"].sum()) and kept["batches"] == len(batches)
+    assert kept["tables"]["batches"] == len(batches)
+
+
+def test_the_last_runs_summaries_are_kept_and_no_more(
+    default_run: DefaultRun, tmp_path: Path
+) -> None:
+    output = tmp_path / "output"
+    shutil.copytree(default_run.output, output)
+    runs = output / "_job" / "runs"
+    for n in range(summary.RUNS_KEPT + 5):  # older runs
+        (runs / f"2000{n:04d}.json").write_text("{}")
+        (runs / f"2000{n:04d}.txt").write_text("")
+    summary.print_summary(output, Progress(), io.StringIO())
+    kept = sorted(runs.glob("*.json"))
+    assert len(kept) == len(list(runs.glob("*.txt"))) == summary.RUNS_KEPT
+    # 107: the fakes, the default run's own, this one; the 7 oldest went
+    assert kept[0].name == "20000007.json" and not kept[-1].name.startswith("2000")
+    assert json.loads(kept[-1].read_text())["tables"]["batches"] > 0
 
 
 def _expected_durations(profile: str, broker: str) -> set[int]:
