@@ -84,6 +84,11 @@ def _parser() -> argparse.ArgumentParser:
         "--transaction", metavar="ID", help="a transactional message: its states, checks, answers"
     )
     ex.add_argument("--json", action="store_true", help="JSON instead of text")
+    su = commands.add_parser(
+        "status", help="a job's state now (running, stopped, stalled), from its tables alone"
+    )
+    su.add_argument("--output", required=True, help="the job's output folder")
+    su.add_argument("--json", action="store_true", help="JSON instead of text")
     st = commands.add_parser("state", help="print the operator state after a batch")
     st.add_argument("--checkpoint", required=True, help="the job's checkpoint")
     st.add_argument("--batch", type=int, help="default: the last committed batch")
@@ -182,6 +187,10 @@ def _main(args: argparse.Namespace) -> int:
             return _maintain(args)
         if args.command == "jars":
             return _jars(args)
+        if args.command == "status":
+            from streaming.tools.status import status_command
+
+            return status_command(args, sys.stdout)
         if args.command == "state":
             from streaming.tools.replay import state_command
 

@@ -19,12 +19,15 @@ from streaming.config import load_scenario
 from streaming.job import failpoints, summary
 from streaming.job.progress import Progress
 from streaming.sim.simulator import HEARTBEAT_TIMEOUT_MS, SCAN_INTERVAL_MS, simulate
+from streaming.tools import status
+from streaming.tools.explain import iso
 from tests.streaming.conftest import (
     DECISION_TABLES,
     INT,
     OUTPUT_TABLES,
     DefaultRun,
     Job,
+    faultline,
     interrupt_after,
     quick_run,
     same_tables,
@@ -82,6 +85,34 @@ def test_default_run_prints_progress_and_a_summary(default_run: DefaultRun) -> N
     kept = json.loads(text.with_suffix(".json").read_text())
     assert kept["records"] == int(batches["input"].sum()) and kept["batches"] == len(batches)
     assert kept["tables"]["batches"] == len(batches)
+
+
+def test_status_tells_a_stopped_job_from_a_running_and_a_stalled_one(
+    default_run: DefaultRun, tmp_path: Path
+) -> None:
+    output = default_run.output
+    said = faultline("status", "--output", str(output), cwd=tmp_path)
+    (kept,) = (output / "_job" / "runs").glob("*.json")
+    ended = json.loads(kept.read_text())["ended"]
+    last = table(output, "batches").sort_values("committed_at").iloc[-1]
+    lines = said.stdout.splitlines()
+    assert said.returncode == 0, said.stderr
+    assert lines[0] == f"{output}: stopped at {ended}"
+    assert lines[1].startswith(
+        f"  last batch {last['batch_id']} committed {iso(int(last['committed_at']))} ("
+    )
+    copy = tmp_path / "output"
+    shutil.copytree(output, copy)
+    shutil.rmtree(copy / "_job" / "runs")  # killed: no end recorded
+    committed = int(last["committed_at"]) / 1000
+    assert status.status(copy, now=committed + 1)["state"] == "running"
+    assert status.status(copy, now=committed + status.STALLED_S + 1)["state"] == "stalled"
+    missing = faultline("status", "--output", str(tmp_path / "none"), cwd=tmp_path)
+    assert missing.returncode == 2
+    assert (
+        missing.stderr.strip()
+        == f"faultline: --output {tmp_path / 'none'}: no faultline tables here"
+    )
 
 
 def test_the_last_runs_summaries_are_kept_and_no_more(
