@@ -691,12 +691,22 @@ def add_setting_flags(parser: argparse.ArgumentParser, model: type[BaseModel] = 
     ms), or read as YAML for a mapping or a list. The settings given end up in
     ``args.settings``, by key."""
     parser.set_defaults(settings={})
+    groups: dict[str, Any] = {}
     for key, field in setting_fields(model):
         parts = [*_parts(field.annotation), *field.metadata]
         yes_no, metavar = bool in parts, _metavar(parts)
         head, dot, name = key.rpartition(".")
         names = [f"--{key}"] + ([f"--{head}{dot}no-{name}"] if yes_no else [])
-        parser.add_argument(
+        if head not in groups:  # a group per block of the YAML, as conf/faultline.yaml has them
+            block = model.model_fields[head].annotation if head else None
+            groups[head] = parser.add_argument_group(
+                f"{head} settings" if head else "settings",
+                (block.__doc__ or "").split("\n\n")[0].replace("``", "").replace("%", "%%")
+                if head
+                else None,
+            )
+        default = _shown_default(field, metavar, yes_no)
+        groups[head].add_argument(
             *(n.replace("_", "-") for n in names),
             action=_Setting,
             key=key,
@@ -705,8 +715,29 @@ def add_setting_flags(parser: argparse.ArgumentParser, model: type[BaseModel] = 
             nargs=0 if yes_no else None,
             metavar=None if yes_no else metavar,
             type={"DURATION": _ms, "YAML": _yaml}.get(metavar, str),
-            help=(field.description or "").replace("``", "").replace("%", "%%"),
+            help=(field.description or "").replace("``", "").replace("%", "%%") + default,
         )
+
+
+def _shown_default(field: FieldInfo, metavar: str, yes_no: bool) -> str:
+    """`` (default: 30s)`` for a flag's help: a duration in its largest whole unit, a switch on
+    or off; nothing for a setting that has none."""
+    value = field.get_default(call_default_factory=True)
+    if value is None or value in ({}, []):
+        return ""
+    if yes_no:
+        text = "on" if value else "off"
+    elif metavar == "DURATION" and isinstance(value, int):
+        text = next(
+            (f"{value // ms}{unit}" for ms, unit in _LARGEST_FIRST if value and value % ms == 0),
+            f"{value}ms",
+        )
+    else:
+        text = str(value)
+    return f" (default: {text})".replace("%", "%%")
+
+
+_LARGEST_FIRST = ((86_400_000, "d"), (3_600_000, "h"), (60_000, "m"), (1_000, "s"))
 
 
 class _Setting(argparse.Action):

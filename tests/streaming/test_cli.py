@@ -3,11 +3,13 @@ what to change, before Spark starts (no JVM)."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import socket
 import time
 from pathlib import Path
 
+from streaming import cli
 from tests.streaming.conftest import faultline
 
 
@@ -153,3 +155,20 @@ def test_a_dashboard_on_a_taken_port_stops_in_one_line_before_it_serves(tmp_path
         f"faultline: --port {port}: cannot listen on 127.0.0.1:{port} (Address already in use); "
         "give another --port, or stop what holds it"
     ]
+
+
+def test_every_command_answers_help_and_run_groups_its_settings_with_defaults(
+    tmp_path: Path,
+) -> None:
+    parser = cli._parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(commands.choices) >= {"run", "status", "explain", "dashboard", "simulate"}
+    for name in commands.choices:
+        result = faultline(name, "--help", cwd=tmp_path)
+        assert result.returncode == 0 and result.stdout.startswith(f"usage: faultline {name} ")
+    run = " ".join(faultline("run", "--help", cwd=tmp_path).stdout.split())  # unwrapped
+    for block in ("settings", "policies settings", "maintenance settings", "metrics settings"):
+        assert f" {block}: " in run
+    assert "--max-records-per-batch INT Records per micro-batch at most. (default: 20000)" in run
+    assert "goes to late_events. (default: 1m)" in run  # a duration in its largest whole unit
+    assert "--once, --no-once Process what is there, then stop. (default: off)" in run
