@@ -112,14 +112,29 @@ RUNS_KEPT = 100
 """The runs whose summaries are kept; the oldest go first."""
 
 
+def held_out(output: Path) -> dict[str, dict[str, dict[str, float]]]:
+    """Per broker of the cluster scope and per state other than available (its words:
+    :mod:`streaming.tools.states`), how many times and for how long, up to the last batch's
+    clock for a state that still holds."""
+    from deltalake import DeltaTable
+
+    from streaming.tools.states import BrokerState, spans, timeline
+
+    rows = DeltaTable(str(output / TableName.BROKER_DECISIONS)).to_pyarrow_table().to_pylist()
+    batches = DeltaTable(str(output / TableName.BATCHES)).to_pyarrow_table(columns=["clock"])
+    clock = pc.max(batches["clock"]).as_py() or 0
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for s in spans(timeline(rows)):
+        if s.state == BrokerState.AVAILABLE:
+            continue
+        stats = out.setdefault(s.broker, {}).setdefault(s.state, {"count": 0, "seconds": 0.0})
+        stats["count"] += 1
+        stats["seconds"] = round(stats["seconds"] + ((s.end or clock) - s.start) / 1000, 3)
+    return dict(sorted(out.items()))
+
+
 def summary(output: Path, progress: Progress) -> dict[str, Any]:
     """A run's summary: what it read, and what the tables hold at its end."""
-    per_broker: dict[str, dict[str, float]] = {}
-    for w in isolation_windows(output):
-        if w["scope"] == "cluster":
-            stats = per_broker.setdefault(w["broker_name"], {"count": 0, "seconds": 0.0})
-            stats["count"] += 1
-            stats["seconds"] += ((w["end"] or w["start"]) - w["start"]) / 1000
     ended = time.time()
     return {
         "started": _utc(progress.started),
@@ -128,7 +143,7 @@ def summary(output: Path, progress: Progress) -> dict[str, Any]:
         "records": progress.rows,
         "messages": progress.messages,
         "batches": progress.batches,
-        "isolations": dict(sorted(per_broker.items())),
+        "held": held_out(output),
         "delay_queues": {
             str(level): {k: int(v) for k, v in row.items()}
             for level, row in delay_queues(output).iterrows()
@@ -161,10 +176,17 @@ def summary_text(facts: dict[str, Any], output: Path) -> str:
         f"{facts['seconds']:.1f} s",
         file=out,
     )
-    print("\nisolations (cluster scope): broker, count, isolated time", file=out)
-    for broker, stats in facts["isolations"].items():
-        print(f"  {broker:<20} {stats['count']:>4} {stats['seconds']:>10.1f} s", file=out)
-    if not facts["isolations"]:
+    print(
+        "\nbrokers held out (cluster scope): broker, state, times, total time",
+        file=out,
+    )
+    for broker, states in facts["held"].items():
+        for state, stats in states.items():
+            print(
+                f"  {broker:<20} {state:<13} {stats['count']:>4} {stats['seconds']:>10.1f} s",
+                file=out,
+            )
+    if not facts["held"]:
         print("  none", file=out)
     print(
         "\ndelay queues (SCHEDULE_TOPIC_XXXX): level, scheduled, released, waiting, to DLQ",

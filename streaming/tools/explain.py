@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 
 from streaming.client import POLICY_STATES, publish_order
 from streaming.tools import routing_tables
+from streaming.tools.states import BrokerState, state_at, timeline
 from udfs.errors import FaultlineError
 from udfs.rocketmq import PROFILES, LocalTransactionState
 from udfs.vocabulary import Decision, ProducerState, TableName, TransactionState
@@ -217,6 +218,10 @@ def broker_at(
     ]
     if kind == "producer":
         answer["routing_tables"] = _routing_tables(output, broker, at, cluster, producer)
+    else:  # in the words the summary and status use
+        now = state_at(timeline(decisions), cluster, broker, at)
+        answer["state"] = BrokerState.AVAILABLE if now is None else now.state
+        answer["state_until"] = None if now is None else now.until
     return answer
 
 
@@ -426,6 +431,9 @@ def print_transaction(answer: dict[str, Any], out: TextIO) -> None:
 def print_broker(answer: dict[str, Any], out: TextIO) -> None:
     scope = answer["scope"] if answer["scope"] == "cluster" else f"producer {answer['scope_key']}"
     state = "AVAILABLE" if answer["available"] else "NOT AVAILABLE"
+    if "state" in answer:
+        until = f" until {iso(answer['state_until'])}" if answer["state_until"] else ""
+        state += f" ({answer['state']}{until})"
     print(
         f"{answer['broker']} at {iso(answer['at'])}, {scope} scope of {answer['cluster']}: {state}",
         file=out,

@@ -11,11 +11,11 @@ from typing import Any, TextIO
 
 import pandas as pd
 
-from streaming.client import ROUTE_DECISIONS, decision_state, publish_order
 from streaming.job.summary import RUNS
 from streaming.tools.explain import iso
+from streaming.tools.states import BrokerState, state_at, timeline
 from udfs.errors import ConfigError
-from udfs.vocabulary import ProducerState, TableName
+from udfs.vocabulary import TableName
 
 STALLED_S = 60.0
 """A job whose last batch is older than this, and that did not say it stopped, is stalled (or
@@ -63,30 +63,25 @@ def _epoch(text: str) -> float:
 
 
 def held_out(output: Path, clock: int | None) -> list[dict[str, Any]]:
-    """The brokers the cluster scope's latest decisions hold out at ``clock``: isolated (by
-    RocketMQ's rule or a policy) until their ``available_from``, or out of the route."""
+    """The brokers that are not simply available at ``clock``, in the words of
+    :mod:`streaming.tools.states`: isolated, outlier, panic-kept, probing or out of route."""
     from deltalake import DeltaTable
 
     if clock is None:
         return []
     rows = DeltaTable(str(output / TableName.BROKER_DECISIONS)).to_pyarrow_table().to_pylist()
-    latest: dict[tuple[str, str, bool], dict[str, Any]] = {}
-    for r in sorted((r for r in rows if r["scope"] == "cluster"), key=publish_order):
-        # a broker's two states, as the decision topic's two keys: its FaultItem, its route
-        latest[(r["cluster"], r["broker_name"], r["decision"] in ROUTE_DECISIONS)] = r
+    moments = timeline(rows)
     out = []
-    for (cluster, broker, _), r in sorted(latest.items()):
-        state = decision_state(r["decision"])
-        if state == ProducerState.OUT_OF_ROUTE or (
-            state == ProducerState.ISOLATED and r["available_from"] > clock
-        ):
+    for cluster, broker in sorted({(m.cluster, m.broker) for m in moments}):
+        now = state_at(moments, cluster, broker, clock)
+        if now is not None and now.state != BrokerState.AVAILABLE:
             out.append(
                 {
                     "cluster": cluster,
                     "broker": broker,
-                    "decision": r["decision"],
-                    "until": None if state == ProducerState.OUT_OF_ROUTE else r["available_from"],
-                    "reason": r["reason"],
+                    "state": str(now.state),
+                    "until": now.until,
+                    "reason": now.row.get("reason"),
                 }
             )
     return out
@@ -112,10 +107,13 @@ def print_status(answer: dict[str, Any], out: TextIO) -> None:
             f"  event time {iso(answer['clock'])}, {_ago(answer['behind_s'])} behind the commit",
             file=out,
         )
-    print(f"  brokers held out at that event time: {len(answer['held']) or 'none'}", file=out)
+    print(
+        f"  brokers other than available at that event time: {len(answer['held']) or 'none'}",
+        file=out,
+    )
     for h in answer["held"]:
-        until = f"until {iso(h['until'])}" if h["until"] else "out of the route"
-        print(f"    {h['cluster']}/{h['broker']}: {h['decision']} {until}: {h['reason']}", file=out)
+        until = f" until {iso(h['until'])}" if h["until"] else ""
+        print(f"    {h['cluster']}/{h['broker']}: {h['state']}{until}: {h['reason']}", file=out)
 
 
 def _ago(seconds: float) -> str:

@@ -13,7 +13,10 @@ import pandas as pd
 import pytest
 
 from streaming.client import decision_state
+from streaming.job import summary
+from streaming.tools import explain, status
 from streaming.tools.explain import iso
+from streaming.tools.states import BrokerState, spans, state_at, timeline
 from tests.streaming.conftest import OUTPUT_TABLES, Job, batch_rows, canonical, table
 
 pytestmark = pytest.mark.jvm
@@ -375,3 +378,37 @@ def test_a_window_older_than_the_retained_batches_is_refused(
         r"after batches [1-9]\.\.9 \(retain more with the key min_batches_to_retain\)",
         last,
     ), err
+
+
+@pytest.mark.parametrize("run", ["quick", "default"])
+def test_explain_the_summary_and_status_say_the_same_of_every_broker(
+    run: str, request: pytest.FixtureRequest
+) -> None:
+    """At every instant of a cluster-scope decision, for every broker: explain's state is the
+    vocabulary's (``streaming.tools.states``), and whether it takes sends, which explain works out
+    from the FaultItem's rows, the policies' last word and the route, is what the state means;
+    the summary's time per state and status's brokers at the end come from the same words."""
+    output = (
+        request.getfixturevalue("reference")
+        if run == "quick"
+        else request.getfixturevalue("default_run").output
+    )
+    rows = table(output, "broker_decisions").query("scope == 'cluster'").to_dict("records")
+    moments = timeline(rows)
+    assert {m.state for m in moments} >= {BrokerState.ISOLATED, BrokerState.AVAILABLE}
+    for m in moments:
+        answer = explain.broker_at(output, m.broker, m.at, m.cluster, "cluster")
+        now = state_at(moments, m.cluster, m.broker, m.at)
+        assert now is not None and answer["state"] == now.state, (m.broker, m.at)
+        assert answer["available"] == now.state.takes_sends, (m.broker, m.at, now.state)
+    held = summary.held_out(output)
+    for s in spans(moments):
+        if s.state != BrokerState.AVAILABLE:
+            assert held[s.broker][s.state]["count"] >= 1
+    clock = int(table(output, "batches")["clock"].max())
+    at_end = {(m["broker"], m["state"]) for m in status.held_out(output, clock)}
+    assert at_end == {
+        (b, now.state)
+        for b in {m.broker for m in moments}
+        if (now := state_at(moments, moments[0].cluster, b, clock)) and now.state != "available"
+    }
