@@ -46,7 +46,7 @@ pytestmark = pytest.mark.jvm
 
 def test_default_run_prints_progress_and_a_summary(default_run: DefaultRun) -> None:
     output, stdout = default_run.output, default_run.stdout
-    assert "isolations (cluster scope)" in stdout and "rows per table:" in stdout
+    assert "brokers held out (cluster scope)" in stdout and "rows per table:" in stdout
     for name in (*OUTPUT_TABLES, "batches"):
         assert str(output / name) in stdout
     events = simulate(load_scenario("default"))
