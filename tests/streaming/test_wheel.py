@@ -34,7 +34,7 @@ def test_the_wheel_runs_the_default_job_from_an_empty_folder(
     )
     call(python, "-c", read, cwd=empty)
 
-    assert "isolations (cluster scope)" in default_run.stdout
+    assert "brokers held out (cluster scope)" in default_run.stdout
     assert "rows per table:" in default_run.stdout
     for name in (*OUTPUT_TABLES, "batches"):
         assert str(default_run.output / name) in default_run.stdout
