@@ -62,7 +62,7 @@ def test_kafka_settings_with_secrets_are_never_printed(tmp_path: Path) -> None:
 def test_the_kafka_source_needs_its_settings(tmp_path: Path) -> None:
     assert "needs kafka_bootstrap" in _error(tmp_path, "source: kafka\ntopic: t\n")
     message = _error(tmp_path, "source: kafka\nkafka_bootstrap: k:9092\n")
-    assert "exactly one of topic, subscribe_pattern" in message
+    assert "exactly one of topic (--topic) and subscribe_pattern (--subscribe-pattern)" in message
 
 
 def test_docker_compose_creates_the_topics_the_job_uses() -> None:
