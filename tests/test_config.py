@@ -223,7 +223,7 @@ def test_a_new_setting_gets_its_flag_from_its_field() -> None:
     parser = argparse.ArgumentParser()
     add_setting_flags(parser, _Wider)
     [action] = [a for a in parser._actions if "--grace" in a.option_strings]
-    assert (action.metavar, action.help) == ("DURATION", "How long to wait.")
+    assert (action.metavar, action.help) == ("DURATION", "How long to wait. (default: 1s)")
     assert _Wider.model_validate(parser.parse_args(["--grace", "2s"]).settings).grace == 2_000
 
 

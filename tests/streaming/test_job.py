@@ -628,6 +628,6 @@ def test_the_policies_run_in_the_job_as_in_the_engine(job: Job, tmp_path: Path) 
     explained = job("explain", "--output", str(out), "--broker", broker, "--at", at, cwd=tmp_path)
     assert explained.returncode == 0, explained.stderr
     first, *rest = explained.stdout.splitlines()
-    assert first.endswith(": AVAILABLE")
+    assert first.endswith(": AVAILABLE (panic-kept)")
     assert "  policy: PANIC at " in explained.stdout and "isolation cap 50%" in explained.stdout
     assert any("FaultItem" in line for line in rest)  # RocketMQ's own view is still shown
