@@ -743,15 +743,17 @@ def delays(run: Run) -> list[Delay]:
     return out
 
 
-def within_reach(run: Run) -> dict[str, tuple[int, int | None, int | None]]:
+def within_reach(
+    run: Run, measured: Sequence[Delay]
+) -> dict[str, tuple[int, int | None, int | None]]:
     """Per fault, the many producers alone's sick sends: all of them, those that started after
-    the fault's first evidence, and after faultline's decision reached the topic
-    (:func:`delays`). Following can save only what starts after the decision: the last is the
-    most the job's measured delay leaves within reach, the second what a job without delay
-    would, the rest no follower can save (the broker had not shown itself to anyone yet)."""
+    the fault's first evidence, and after faultline's decision reached the topic (``measured``:
+    the run's :func:`delays`). Following can save only what starts after the decision: the last
+    is the most the job's measured delay leaves within reach, the second what a job without
+    delay would, the rest no follower can save (the broker had not shown itself to anyone)."""
     alone = {m.producer_id for m in run.members if m.group == MANY.name and not m.follows}
     out = {}
-    for f, d in zip(run.faults, delays(run), strict=True):
+    for f, d in zip(run.faults, measured, strict=True):
         starts = [
             r["start"]
             for r in run.records
@@ -967,7 +969,8 @@ def report(run: Run) -> str:
         "p50 / max (producers) |",
         "|---|---|---|---|---|",
     ]
-    for d in delays(run):
+    measured = delays(run)
+    for d in measured:
         lines.append(
             f"| {d.fault} | {d.broker} | {_s(d.evidence_s)} s | {_s(d.on_topic_s)} s "
             f"({d.decision or 'none'}) | {_s(d.applied_p50_s)} / {_s(d.applied_max_s)} s "
@@ -993,7 +996,7 @@ def report(run: Run) -> str:
             lines.append(f"| {fault}: sick sends | {f} | {a} | {_pct(f, a)} |")
         f, a = g.many_sick
         lines.append(f"| every fault | {f} | {a} | {_pct(f, a)} |")
-        reach = within_reach(run)
+        reach = within_reach(run, measured)
         lines += [
             "",
             "| the many producers alone's sick sends | all | started after the first evidence "

@@ -112,7 +112,7 @@ RUNS_KEPT = 100
 """The runs whose summaries are kept; the oldest go first."""
 
 
-def held_out(output: Path) -> dict[str, dict[str, dict[str, float]]]:
+def time_per_state(output: Path) -> dict[str, dict[str, dict[str, float]]]:
     """Per broker of the cluster scope and per state other than available (its words:
     :mod:`streaming.tools.states`), how many times and for how long, up to the last batch's
     clock for a state that still holds."""
@@ -143,7 +143,7 @@ def summary(output: Path, progress: Progress) -> dict[str, Any]:
         "records": progress.rows,
         "messages": progress.messages,
         "batches": progress.batches,
-        "held": held_out(output),
+        "held": time_per_state(output),
         "delay_queues": {
             str(level): {k: int(v) for k, v in row.items()}
             for level, row in delay_queues(output).iterrows()

@@ -1,5 +1,5 @@
 """``faultline status``: a job's state now, from its output folder alone: running, stopped or
-stalled, its last batch and how old it is, how far its clock is behind, and the brokers its
+silent, its last batch and how old it is, how far its clock is behind, and the brokers its
 cluster scope holds out."""
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ from streaming.tools.states import BrokerState, state_at, timeline
 from udfs.errors import ConfigError
 from udfs.vocabulary import TableName
 
-STALLED_S = 60.0
-"""A job whose last batch is older than this, and that did not say it stopped, is stalled (or
-was killed): a running job commits a batch every trigger (500 ms by default) while records come,
-and its quiet batches at least every ``quiet_batch_interval`` (30 s by default)."""
+SILENT_S = 60.0
+"""A job whose last batch is older than this, and that did not record an end, is silent: stalled,
+killed, or running with no new records (Spark runs no micro-batch for a trigger that finds none,
+so the tables alone cannot tell these apart; records flowing, a batch commits every trigger,
+500 ms by default)."""
 
 
 def status(output: Path, now: float | None = None) -> dict[str, Any]:
@@ -41,7 +42,7 @@ def status(output: Path, now: float | None = None) -> dict[str, Any]:
     ended = json.loads(runs[-1].read_text())["ended"] if runs else None
     stopped = ended is not None and _epoch(ended) >= committed
     age = now - committed
-    state = "stopped" if stopped else "running" if age <= STALLED_S else "stalled"
+    state = "stopped" if stopped else "running" if age <= SILENT_S else "silent"
     clock = None if pd.isna(last["clock"]) else int(last["clock"])
     return {
         "state": state,
@@ -94,7 +95,8 @@ def print_status(answer: dict[str, Any], out: TextIO) -> None:
     state = {
         "stopped": f"stopped at {answer['stopped_at']}",
         "running": "running",
-        "stalled": f"stalled or killed: no batch for {_ago(answer['age_s'])}, and no end recorded",
+        "silent": f"silent: no batch for {_ago(answer['age_s'])} and no end recorded (stalled, "
+        "killed, or no new records)",
     }[answer["state"]]
     print(f"{answer['output']}: {state}", file=out)
     print(

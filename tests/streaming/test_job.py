@@ -87,7 +87,7 @@ def test_default_run_prints_progress_and_a_summary(default_run: DefaultRun) -> N
     assert kept["tables"]["batches"] == len(batches)
 
 
-def test_status_tells_a_stopped_job_from_a_running_and_a_stalled_one(
+def test_status_tells_a_stopped_job_from_a_running_and_a_silent_one(
     default_run: DefaultRun, tmp_path: Path
 ) -> None:
     output = default_run.output
@@ -106,7 +106,7 @@ def test_status_tells_a_stopped_job_from_a_running_and_a_stalled_one(
     shutil.rmtree(copy / "_job" / "runs")  # killed: no end recorded
     committed = int(last["committed_at"]) / 1000
     assert status.status(copy, now=committed + 1)["state"] == "running"
-    assert status.status(copy, now=committed + status.STALLED_S + 1)["state"] == "stalled"
+    assert status.status(copy, now=committed + status.SILENT_S + 1)["state"] == "silent"
     missing = faultline("status", "--output", str(tmp_path / "none"), cwd=tmp_path)
     assert missing.returncode == 2
     assert (

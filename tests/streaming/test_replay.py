@@ -401,7 +401,7 @@ def test_explain_the_summary_and_status_say_the_same_of_every_broker(
         now = state_at(moments, m.cluster, m.broker, m.at)
         assert now is not None and answer["state"] == now.state, (m.broker, m.at)
         assert answer["available"] == now.state.takes_sends, (m.broker, m.at, now.state)
-    held = summary.held_out(output)
+    held = summary.time_per_state(output)
     for s in spans(moments):
         if s.state != BrokerState.AVAILABLE:
             assert held[s.broker][s.state]["count"] >= 1
