@@ -189,6 +189,9 @@ def reason(error: str) -> str:
     ours = [line[line.index(PREFIX) :] for line in lines if PREFIX in line]
     if ours:
         return ours[0]
+    raised = _python_exception(lines)
+    if raised is not None:
+        return raised
     if DATA_LOSS in error:
         said = [
             line.strip()[len("Reason:") :].strip()
@@ -200,6 +203,41 @@ def reason(error: str) -> str:
             "them (fail_on_data_loss: false skips and counts them)"
         )
     return lines[0]
+
+
+TRACEBACK = "Traceback (most recent call last):"
+
+
+def _python_exception(lines: list[str]) -> str | None:
+    """The exception line of the last Python traceback in Spark's error (a data source's or a
+    UDF's): ``Type: message`` (faultline's own errors: the message alone), before Spark's own
+    stack and SQLSTATE.
+
+    >>> print(_python_exception([
+    ...     "SparkException: [PYTHON_STREAMING_DATA_SOURCE_RUNTIME_ERROR] Failed when Python "
+    ...     "streaming data source perform prepare: Traceback (most recent call last):",
+    ...     '  File "files.py", line 54, in count_records',
+    ...     "    return int(pq.read_metadata(path).num_rows)",
+    ...     "pyarrow.lib.ArrowInvalid: Parquet magic bytes not found in footer.",
+    ...     " SQLSTATE: 38000",
+    ...     "\tat org.apache.spark.sql.errors.QueryExecutionErrors$.python(X.scala:1881)"]))
+    ArrowInvalid: Parquet magic bytes not found in footer.
+    """
+    starts = [i for i, line in enumerate(lines) if line.endswith(TRACEBACK)]
+    if not starts:
+        return None
+    said = None
+    for line in lines[starts[-1] + 1 :]:
+        if line.startswith(("\tat ", " SQLSTATE", "JVM stacktrace")):
+            break
+        if line and not line[0].isspace():
+            said = line
+    if said is None:
+        return None
+    kind, _, message = said.partition(": ")
+    if message and kind.startswith(("udfs.", "streaming.")):
+        return message
+    return f"{kind.rsplit('.', 1)[-1]}: {message}" if message else kind.rsplit(".", 1)[-1]
 
 
 def job_figures(progress: Progress) -> dict[str, Any]:

@@ -32,9 +32,14 @@ class _Lines(logging.Handler):
         self.lines.append(record.getMessage())
 
 
-def check_reachable(conf: Mapping[str, str], timeout: float = METADATA_TIMEOUT_S) -> None:
-    """Fail fast, with one line, when no broker answers."""
-    from confluent_kafka import KafkaException
+REACH_TIMEOUT_S = 4.0
+"""How long the job waits, before it starts, for a Kafka that neither answers nor refuses."""
+
+
+def check_reachable(conf: Mapping[str, str], timeout: float = REACH_TIMEOUT_S) -> None:
+    """Fail fast, with one line, when no broker answers: at once when every bootstrap server
+    refuses the connection, else after ``timeout``."""
+    from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient
 
     errors: list[Any] = []
@@ -46,18 +51,30 @@ def check_reachable(conf: Mapping[str, str], timeout: float = METADATA_TIMEOUT_S
     logger.handlers = [said]
     settings: dict[str, Any] = {**conf, "error_cb": errors.append, "logger": logger}
     admin = AdminClient(settings)
-    try:
-        admin.list_topics(timeout=timeout)
-    except KafkaException as exc:
-        admin.poll(0)  # hands over the log lines
-        # a refused login says more than the transport failure that follows it
-        refused = [
-            line.rsplit("]: ", 1)[-1] for line in said.lines if "authentication" in line.lower()
-        ]
-        seen = (refused or [str(e) for e in errors] or [str(exc.args[0])])[-1]
-        raise KafkaUnreachable(
-            f"{PREFIX} cannot reach {conf.get('bootstrap.servers')} within {timeout:g} s: {seen}"
-        ) from None
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            admin.list_topics(timeout=min(0.5, max(deadline - time.monotonic(), 0.05)))
+            return
+        except KafkaException as exc:
+            admin.poll(0)  # hands over the errors and the log lines
+            down = any(e.code() == KafkaError._ALL_BROKERS_DOWN for e in errors)
+            if not down and time.monotonic() < deadline:
+                continue
+            # a refused login says more than the transport failure that follows it
+            refused = [
+                line.rsplit("]: ", 1)[-1]
+                for line in said.lines
+                if "authentication" in line.lower()
+            ]
+            transport = [e.str() for e in errors if e.code() != KafkaError._ALL_BROKERS_DOWN]
+            seen = (refused or transport or [exc.args[0].str()])[-1]
+            raise KafkaUnreachable(
+                f"{PREFIX} cannot reach {conf.get('bootstrap.servers')}"
+                + ("" if down else f" within {timeout:g} s")
+                + f": {seen}; is Kafka running there, and are --kafka-bootstrap and the "
+                "kafka_options right?"
+            ) from None
 
 
 DECISIONS_TOPIC = {

@@ -137,7 +137,7 @@ def _job(
     if config.source == "simulator":
         folder = simulator_folder(config, output)
     elif config.source == "files":
-        folder = Path(str(config.path))
+        folder = Path(str(config.path)).resolve()  # Spark's Python workers have a cwd of their own
     sink.create_tables(output, table_properties(config.maintenance, config.trigger_interval))
     check_source(config, checkpoint, record=True)
     record_run(config, checkpoint)

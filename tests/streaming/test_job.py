@@ -590,6 +590,24 @@ def test_salted_stream_counts_in_equal_counts_out(job: Job, tmp_path: Path) -> N
     assert sorted(table(out, "late_events")["event_id"]) == ["late-0", "late-1", "late-2"]
 
 
+def test_a_failure_inside_spark_ends_the_run_with_its_own_line(job: Job, tmp_path: Path) -> None:
+    """The files source fails inside Spark's Python data source runner: the run ends with the
+    Python exception's own message, naming the file and what to do, not Spark's wrapper. The
+    folder is given relative to where the job starts (Spark's Python workers have a folder of
+    their own)."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.parquet").write_bytes(b"not parquet")
+    args = ("--source", "files", "--path", "in", "--once", "--output", "O", "--checkpoint", "C")
+    result = job("run", *args, cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"faultline: failed: files source: {tmp_path}/in/a.parquet cannot be read as Parquet "
+        "(Parquet magic "
+        "bytes not found in footer. Either the file is corrupted or this is not a parquet file.); "
+        "move it out of the folder, then start the job again"
+    ]
+
+
 def test_the_policies_run_in_the_job_as_in_the_engine(job: Job, tmp_path: Path) -> None:
     """Every policy on, the quick scenario in batches of 600: the policies' rows in Delta are the
     engine's over the same events in one batch, and released messages name their broker."""

@@ -27,6 +27,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
+from udfs.errors import FaultlineError
 from udfs.parse import cluster_keys
 
 RAW_SCHEMA = "value string, origin string, ingest_ms bigint, key string"
@@ -51,7 +52,13 @@ def list_files(folder: Path) -> list[Path]:
 
 def count_records(path: Path) -> int:
     if path.suffix == ".parquet":
-        return int(pq.read_metadata(path).num_rows)
+        try:
+            return int(pq.read_metadata(path).num_rows)
+        except pa.ArrowInvalid as exc:  # the whole file, not a record: nothing to quarantine
+            raise FaultlineError(
+                f"files source: {path} cannot be read as Parquet ({exc}); move it out of the "
+                "folder, then start the job again"
+            ) from None
     with path.open("rb") as fh:
         data = fh.read()
     if not data:
