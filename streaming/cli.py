@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
+import re
 import sys
 import traceback
 from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from udfs.errors import ConfigError, FaultlineError
 from udfs.vocabulary import TableName
@@ -32,10 +33,25 @@ except ModuleNotFoundError as missing:  # the client's install (streaming.client
 
 
 class _Parser(argparse.ArgumentParser):
-    """No abbreviated flags: ``--out`` is not ``--output``."""
+    """No abbreviated flags: ``--out`` is not ``--output``; an unknown command is named with
+    the one it resembles."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(allow_abbrev=False, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        choice = re.match(
+            r"argument command: invalid choice: '(.*?)' \(choose from (.*)\)$", message
+        )
+        if choice is not None:
+            commands = re.findall(r"'([^']+)'", choice[2])
+            close = difflib.get_close_matches(choice[1], commands, n=1, cutoff=0.6)
+            message = f"unknown command {choice[1]!r}" + (
+                f"; did you mean {close[0]}?"
+                if close
+                else f"; the commands are: {', '.join(commands)}"
+            )
+        super().error(message)
 
 
 def _unknown(given: str, parser: argparse.ArgumentParser) -> str:
@@ -240,11 +256,12 @@ def _run(args: argparse.Namespace) -> int:
 def _maintain(args: argparse.Namespace) -> int:
     from streaming.job import sink
     from streaming.job.maintain import maintain, print_reports, table_properties
+    from streaming.tools import OUTPUT_HINT
 
     config = load_job_config(args.config, {"output": args.output})
     output = Path(config.output).resolve()
     if not (output / TableName.BATCHES / "_delta_log").is_dir():
-        raise ConfigError(f"--output {output}: no faultline tables here")
+        raise ConfigError(f"--output {output}: no faultline tables here; {OUTPUT_HINT}")
     properties = table_properties(config.maintenance, config.trigger_interval)
     sink.create_tables(output, properties)  # as the job starts
     reports = maintain(output, config.maintenance)
@@ -271,8 +288,11 @@ def _jars(args: argparse.Namespace) -> int:
 
 
 def _dashboard(args: argparse.Namespace) -> int:
+    from streaming.tools import OUTPUT_HINT
     from streaming.tools.dashboard.app import serve
 
+    if not Path(args.output).is_dir():  # a folder without tables yet is a job still starting
+        raise ConfigError(f"--output {args.output}: no such folder; {OUTPUT_HINT}")
     refresh = duration_flag("--refresh", args.refresh)
     window = None if args.window == "all" else duration_flag("--window", args.window)
     return serve(Path(args.output), args.host, args.port, max(refresh, 200), window)

@@ -63,9 +63,7 @@ def check_reachable(conf: Mapping[str, str], timeout: float = REACH_TIMEOUT_S) -
                 continue
             # a refused login says more than the transport failure that follows it
             refused = [
-                line.rsplit("]: ", 1)[-1]
-                for line in said.lines
-                if "authentication" in line.lower()
+                line.rsplit("]: ", 1)[-1] for line in said.lines if "authentication" in line.lower()
             ]
             transport = [e.str() for e in errors if e.code() != KafkaError._ALL_BROKERS_DOWN]
             seen = (refused or transport or [exc.args[0].str()])[-1]

@@ -14,7 +14,7 @@ from typing import Any, TextIO
 import pyarrow.compute as pc
 
 from streaming.client import POLICY_STATES, publish_order
-from streaming.tools import routing_tables
+from streaming.tools import OUTPUT_HINT, routing_tables
 from streaming.tools.states import BrokerState, state_at, timeline
 from udfs.errors import FaultlineError
 from udfs.rocketmq import PROFILES, LocalTransactionState
@@ -517,7 +517,7 @@ def queues_text(queues: list[dict[str, Any]]) -> str:
 def explain_command(args: Any, out: TextIO = sys.stdout) -> int:
     output = Path(args.output)
     if not output.is_dir():
-        raise ExplainError(f"--output {output}: no such folder")
+        raise ExplainError(f"--output {output}: no such folder; {OUTPUT_HINT}")
     if args.transaction:
         changes = transaction(output, args.transaction, args.cluster)
         if args.json:

@@ -75,7 +75,10 @@ class Checkpoint:
         if (path / QUERY_NAME).is_dir():
             path = path / QUERY_NAME
         if not (path / "offsets").is_dir():
-            raise ReplayError(f"{given}: not a faultline checkpoint (no offsets log in it)")
+            raise ReplayError(
+                f"--checkpoint {given}: not a faultline checkpoint (no offsets log in it); give "
+                "the folder the job ran with --checkpoint (checkpoints by default)"
+            )
         committed = batch_ids(path / "commits")
         if not committed:
             raise ReplayError(f"{given}: the checkpoint has no committed batch yet")

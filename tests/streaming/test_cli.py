@@ -11,6 +11,7 @@ from pathlib import Path
 
 from streaming import cli
 from streaming.job import publish
+from streaming.tools import OUTPUT_HINT
 from tests.streaming.conftest import faultline
 
 
@@ -168,6 +169,41 @@ def test_a_dashboard_on_a_taken_port_stops_in_one_line_before_it_serves(tmp_path
         f"faultline: --port {port}: cannot listen on 127.0.0.1:{port} (Address already in use); "
         "give another --port, or stop what holds it"
     ]
+
+
+BAD_INPUTS = {
+    # every command, given what an operator mistypes: exit 2, and the last line of what it says
+    "frobnicate": "faultline: error: unknown command 'frobnicate'; the commands are: run, replay, "
+    "explain, status, state, dashboard, evaluate, maintain, jars, simulate",
+    "explian --output O": "faultline: error: unknown command 'explian'; did you mean explain?",
+    "explain": "faultline explain: error: the following arguments are required: --output",
+    "explain --output nope --broker b": f"faultline: --output nope: no such folder; {OUTPUT_HINT}",
+    "dashboard --output nope": f"faultline: --output nope: no such folder; {OUTPUT_HINT}",
+    "dashboard --output . --refresh 5x": "faultline: --refresh '5x': a duration is a whole "
+    "number of ms, or a number with ms, s, m, h or d that makes whole ms",
+    "replay --checkpoint nope --output R --from-batch 0": "faultline: --checkpoint nope: not a "
+    "faultline checkpoint (no offsets log in it); give the folder the job ran with --checkpoint "
+    "(checkpoints by default)",
+    "state --checkpoint nope": "faultline: --checkpoint nope: not a faultline checkpoint (no "
+    "offsets log in it); give the folder the job ran with --checkpoint (checkpoints by default)",
+    "evaluate --delay 1x": "faultline: --delay '1x': a duration is a whole number of ms, or a "
+    "number with ms, s, m, h or d that makes whole ms",
+    "simulate --scenario quick": "faultline: simulate needs either --output DIR or "
+    "--kafka-bootstrap HOST:PORT --topic T (which may also come from --config)",
+    "run --max-records-per-batch 0": "faultline: command line --max-records-per-batch: "
+    "max_records_per_batch = '0': must be more than 0",
+    "run --source kafka": "faultline: command line --source: source kafka needs kafka_bootstrap "
+    "(--kafka-bootstrap HOST:PORT)",
+    "run --ouput O": "faultline run: error: unrecognized argument --ouput; did you mean --output?",
+}
+
+
+def test_every_command_says_what_to_change_in_one_line(tmp_path: Path) -> None:
+    """The table of what each command says to a bad input; none makes a file or a folder."""
+    for args, said in BAD_INPUTS.items():
+        result = faultline(*args.split(), cwd=tmp_path, timeout=60)
+        assert (result.returncode, result.stderr.strip().splitlines()[-1]) == (2, said), args
+    assert sorted(tmp_path.iterdir()) == []
 
 
 def test_every_command_answers_help_and_run_groups_its_settings_with_defaults(

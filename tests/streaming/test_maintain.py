@@ -17,6 +17,7 @@ from streaming.config import MaintenanceConfig
 from streaming.job import maintain as maintain_mod
 from streaming.job import sink
 from streaming.job.maintain import maintain, maintain_table, table_properties
+from streaming.tools import OUTPUT_HINT
 from tests.streaming.conftest import faultline
 
 T0 = 1_795_305_000_000  # 2026-11-21 23:50:00 UTC: the batches below cross midnight
@@ -239,7 +240,7 @@ def test_every_table_is_maintained_and_the_command_reports_it(root: Path) -> Non
     assert missing.returncode == 2
     assert (
         missing.stderr.strip()
-        == f"faultline: --output {root / 'nothing'}: no faultline tables here"
+        == f"faultline: --output {root / 'nothing'}: no faultline tables here; {OUTPUT_HINT}"
     )
 
 
