@@ -68,6 +68,21 @@ def _version() -> str:
         return "unknown"
 
 
+def _output(command: argparse.ArgumentParser) -> None:
+    """``--output``, where a command reads a job's tables: the job's own default, as everywhere."""
+    command.add_argument(
+        "--output",
+        default="output",
+        help="a job's (or a replay's) output folder (default: output, as faultline run's)",
+    )
+
+
+def _checkpoint(command: argparse.ArgumentParser, what: str) -> None:
+    command.add_argument(
+        "--checkpoint", default="checkpoints", help=f"{what} (default: checkpoints, as the job's)"
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="faultline", description=__doc__)
     parser.add_argument("--version", action="version", version=f"faultline {_version()}")
@@ -78,8 +93,10 @@ def _parser() -> argparse.ArgumentParser:
     rep = commands.add_parser(
         "replay", help="re-run batches of a job from its checkpoint, into tables of their own"
     )
-    rep.add_argument("--checkpoint", required=True, help="the job's checkpoint (a copy will do)")
-    rep.add_argument("--output", required=True, help="a new folder for the replay's tables")
+    _checkpoint(rep, "the job's checkpoint (a copy will do)")
+    rep.add_argument(
+        "--output", default="replay", help="a new folder for the replay's tables (default: replay)"
+    )
     rep.add_argument("--from-batch", type=int, required=True, help="the first batch to re-run")
     rep.add_argument("--to-batch", type=int, help="the last one (default: the last committed)")
     rep.add_argument("--config", help="what-if: YAML settings over the ones the job ran with")
@@ -90,7 +107,7 @@ def _parser() -> argparse.ArgumentParser:
     ex = commands.add_parser(
         "explain", help="why a broker was isolated, a message's path, or a transaction's"
     )
-    ex.add_argument("--output", required=True, help="a job's (or a replay's) output folder")
+    _output(ex)
     ex.add_argument("--broker", help="the broker")
     ex.add_argument("--at", help="the instant: 2026-11-21T10:02:28 (UTC) or epoch ms")
     ex.add_argument("--cluster", help="the RocketMQ cluster (when the output has several)")
@@ -103,13 +120,13 @@ def _parser() -> argparse.ArgumentParser:
     su = commands.add_parser(
         "status", help="a job's state now (running, stopped, stalled), from its tables alone"
     )
-    su.add_argument("--output", required=True, help="the job's output folder")
+    _output(su)
     su.add_argument("--json", action="store_true", help="JSON instead of text")
     st = commands.add_parser("state", help="print the operator state after a batch")
-    st.add_argument("--checkpoint", required=True, help="the job's checkpoint")
+    _checkpoint(st, "the job's checkpoint")
     st.add_argument("--batch", type=int, help="default: the last committed batch")
     db = commands.add_parser("dashboard", help="a live web page over a job's Delta tables")
-    db.add_argument("--output", required=True, help="a job's (or a replay's) output folder")
+    _output(db)
     db.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     db.add_argument("--port", type=int, default=8050, help="default 8050")
     db.add_argument("--refresh", default="5s", help="how often the page reads new rows (5s)")

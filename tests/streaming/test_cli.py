@@ -176,7 +176,10 @@ BAD_INPUTS = {
     "frobnicate": "faultline: error: unknown command 'frobnicate'; the commands are: run, replay, "
     "explain, status, state, dashboard, evaluate, maintain, jars, simulate",
     "explian --output O": "faultline: error: unknown command 'explian'; did you mean explain?",
-    "explain": "faultline explain: error: the following arguments are required: --output",
+    "explain": f"faultline: --output output: no such folder; {OUTPUT_HINT}",  # the job's default
+    "replay --from-batch 0": "faultline: --checkpoint checkpoints: not a faultline checkpoint (no "
+    "offsets log in it); give the folder the job ran with --checkpoint (checkpoints by default)",
+    "replay": "faultline replay: error: the following arguments are required: --from-batch",
     "explain --output nope --broker b": f"faultline: --output nope: no such folder; {OUTPUT_HINT}",
     "dashboard --output nope": f"faultline: --output nope: no such folder; {OUTPUT_HINT}",
     "dashboard --output . --refresh 5x": "faultline: --refresh '5x': a duration is a whole "
