@@ -202,7 +202,9 @@ def broker_at(
     answer["policy"] = None
     if said and said[-1]["decision"] in POLICY_STATES:
         last = said[-1]
-        answer["policy"] = {k: last[k] for k in ("decision", "effective_at", "reason")}
+        answer["policy"] = {
+            k: last[k] for k in ("decision", "effective_at", "available_from", "reason")
+        }
         held = (
             POLICY_STATES[last["decision"]] == ProducerState.ISOLATED
             and at < last["available_from"]
@@ -464,7 +466,8 @@ def print_broker(answer: dict[str, Any], out: TextIO) -> None:
     policy = answer.get("policy")
     if policy is not None:
         print(
-            f"  policy: {policy['decision']} at {iso(policy['effective_at'])}: {policy['reason']}",
+            f"  policy: {policy['decision']} at {iso(policy['effective_at'])}{_until(policy)}: "
+            f"{policy['reason']}",
             file=out,
         )
     ns = answer["nameserver"]
@@ -481,7 +484,10 @@ def print_broker(answer: dict[str, Any], out: TextIO) -> None:
     print("  decisions around it:", file=out)
     for d in answer["decisions"]:
         mark = "<=" if d["effective_at"] <= answer["at"] else "> "
-        print(f"   {mark} {iso(d['effective_at'])} {d['decision']:<15} {d['reason']}", file=out)
+        print(
+            f"   {mark} {iso(d['effective_at'])} {d['decision']:<15} {d['reason']}{_until(d)}",
+            file=out,
+        )
     for t in answer.get("routing_tables", ()):
         print(
             f"  routing table of {t['topic']} since {iso(t['effective_at'])} "
@@ -491,6 +497,12 @@ def print_broker(answer: dict[str, Any], out: TextIO) -> None:
         print(f"    selectable: {queues_text(t['selectable']) or 'none'}", file=out)
         isolated = ", ".join(f"{i['broker_name']} until {iso(i['until'])}" for i in t["isolated"])
         print(f"    isolated: {isolated or 'none'}", file=out)
+
+
+def _until(decision: dict[str, Any]) -> str:
+    """`` until T`` for a decision that holds a broker out (isolated, outlier, probing) until T."""
+    end = decision.get("available_from")
+    return f" until {iso(end)}" if end is not None and end > decision["effective_at"] else ""
 
 
 def queues_text(queues: list[dict[str, Any]]) -> str:

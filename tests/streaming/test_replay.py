@@ -187,6 +187,9 @@ def test_explain_names_the_send_that_isolated_a_broker_and_the_rule(
     assert text.startswith(f"{broker} at ") and ": NOT AVAILABLE" in text.splitlines()[0]
     assert f"set by {answer['set_by']['event_id']} from " in text
     assert "5.x extends only" in text
+    # each decision that holds the broker out says until when
+    until = iso(int(first["available_from"]))
+    assert f" {'ISOLATE':<15} {first['reason']} until {until}\n" in text
     assert "NameServer: in the route (never dropped by then); last heartbeat 2026-" in text
     item = answer["fault_item"]
     assert f"not available until {iso(item['available_from'])} (last updated by event " in text
