@@ -228,8 +228,7 @@ def test_the_policies_rows_open_and_end_windows_of_the_states_they_mean(out: Pat
         (r["broker_name"], r["state"], r["start"] - T0, _since(r["end"]), r["reason"]) for r in w
     ] == [
         ("b-1", "outlier", 10_000, 40_000, outlier),
-        ("b-2", "isolated", 1_000, 1_000, "failed"),  # the cap kept it in the route at once ...
-        ("b-2", "panic-kept", 1_000, 5_000, "isolation cap 50%: ..."),
+        ("b-2", "panic-kept", 1_000, 5_000, "isolation cap 50%: ..."),  # the cap kept it at once
         ("b-2", "isolated", 5_000, 31_000, "the FaultTable's isolation holds"),  # ... until room
         ("b-2", "probing", 31_000, None, "recovery probing: ..."),
     ]  # fmt: skip

@@ -7,7 +7,9 @@ minute; routing decisions, delay-queue traffic, transaction changes and late eve
 into the decision rows that bound isolation windows and into the half messages still waiting, so
 a refresh costs what the job wrote since the previous one, not what the tables hold. Files whose
 event times all fall before the window (``window_ms`` before the latest batch's clock) are
-skipped unopened, by the time range the job writes into each file's Delta statistics. A table
+skipped unopened: those of the ``event_date`` partitions (day folders) before the window's first
+day, and, within those days, by the time range the job writes into each file's Delta statistics;
+so neither the first load nor a refresh grows with the days the tables keep. A table
 whose files were removed (compaction, a rewrite) is read again from the start.
 
 Latency percentiles come from histogram buckets (:func:`latency_bucket`), so two minutes' or two
@@ -22,6 +24,7 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import groupby
 from pathlib import Path
 from typing import Any, cast
 
@@ -544,48 +547,45 @@ class Model:
             & ((d["scope"] == "cluster") | d["scope_key"].isin(wanted))
         ]
         rows = cast(list[dict[str, Any]], mine.to_dict("records"))
-        rows.sort(key=lambda r: (r["scope"], r["scope_key"], r["broker_name"], *publish_order(r)))
+        rows.sort(key=lambda r: (*_track(r), *publish_order(r)))
         out: list[dict[str, Any]] = []
         running: dict[tuple[str, str, str, str], dict[str, Any]] = {}
-        for r in rows:  # in the decision topic's order, as streaming.tools.states reads them
-            route = r["decision"] in ROUTE_DECISIONS
-            key = (r["scope"], r["scope_key"], r["broker_name"], "route" if route else "fault")
-            if route:
-                state = (
-                    BrokerState.OUT_OF_ROUTE
-                    if r["decision"] == Decision.ROUTE_EXPIRED
-                    else BrokerState.AVAILABLE
-                )
-            else:
-                state = WORDS[r["decision"]]
+        # per track and instant, in the decision topic's order, the state after the instant's
+        # last row, as streaming.tools.states.timeline reads it (an ISOLATE the isolation cap
+        # answers with PANIC at once is panic-kept, not a window of no length)
+        for (key, at), instant in groupby(rows, key=lambda r: (_track(r), int(r["effective_at"]))):
+            mine_now = list(instant)
+            state = _state(mine_now[-1])
+            extends = sum(int(r["extends"] or 0) for r in mine_now)
             now = running.get(key)
-            if now is not None and now["state"] == state and r["decision"] != Decision.ISOLATE:
-                now["until"] = int(r["available_from"])
-                now["extends"] += int(r["extends"] or 0)
+            if now is not None and now["state"] == state:
+                now["until"] = int(mine_now[-1]["available_from"])
+                now["extends"] += extends
                 continue
             if now is not None:  # another state begins: this one ends
                 window = running.pop(key)
-                window["end"] = int(r["effective_at"])
+                window["end"] = at
                 out.append(window)
             if state != BrokerState.AVAILABLE:
+                r = next(r for r in mine_now if _state(r) == state)  # what began it
                 running[key] = {
                     "scope": r["scope"],
                     "scope_key": r["scope_key"],
                     "broker_name": r["broker_name"],
                     "state": str(state),
-                    "start": int(r["effective_at"]),
+                    "start": at,
                     "end": None,
-                    "until": int(r["available_from"]),
+                    "until": int(mine_now[-1]["available_from"]),
                     "reason": r["reason"],
-                    "band": "" if route else band(r["profile"], r["reason"]),
+                    "band": "" if key[3] == "route" else band(r["profile"], r["reason"]),
                     "profile": r["profile"],
                     "cause_event_id": r["cause_event_id"],
-                    "extends": int(r["extends"] or 0),
+                    "extends": extends,
                 }
         out.extend(running.values())
         columns = ["scope", "scope_key", "broker_name", "state", "start", "end", "until"]
         frame = pd.DataFrame(out, columns=[*columns, "reason", "band", "profile", "extends"])
-        return frame.sort_values(["broker_name", "start"], ignore_index=True)
+        return frame.sort_values(["broker_name", "start"], ignore_index=True, kind="stable")
 
     def now(self, cluster: str) -> pd.DataFrame:
         """The windows that still hold at the cluster's clock."""
@@ -683,6 +683,21 @@ class Model:
         totals.update({str(k): int(v) for k, v in mine.groupby(kinds)["rows"].sum().items()})
         totals["all"] = int(mine["rows"].sum())
         return totals
+
+
+def _track(row: dict[str, Any]) -> tuple[str, str, str, str]:
+    """A decision's track: the route's or the FaultItem's, per scope and broker."""
+    route = "route" if row["decision"] in ROUTE_DECISIONS else "fault"
+    return row["scope"], row["scope_key"], row["broker_name"], route
+
+
+def _state(row: dict[str, Any]) -> BrokerState:
+    """The state a decision leaves its track in (:data:`~streaming.tools.states.WORDS`)."""
+    if row["decision"] == Decision.ROUTE_EXPIRED:
+        return BrokerState.OUT_OF_ROUTE
+    if row["decision"] == Decision.ROUTE_RESTORED:
+        return BrokerState.AVAILABLE
+    return WORDS[row["decision"]]
 
 
 WAITING = ["cluster", "transaction_id", "broker_name", "born_at", "effective_at", "next_check_at"]
