@@ -29,16 +29,20 @@ class Alive:
         self._lock = threading.Lock()
 
     def beat(self, batch_id: int | None = None) -> None:
+        """Rewrite the mark now (with ``batch_id``, the latest batch Spark reported)."""
         if self.path is None:
             return
         with self._lock:
             if batch_id is not None:
                 self.batch_id = max(batch_id, self.batch_id or 0)
             mark = {"at": round(time.time(), 3), "batch_id": self.batch_id, "pid": os.getpid()}
-            self.path.parent.mkdir(parents=True, exist_ok=True)
             written = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-            written.write_text(json.dumps(mark) + "\n", encoding="utf-8")
-            os.replace(written, self.path)  # a reader sees the old mark or the new, never half
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                written.write_text(json.dumps(mark) + "\n", encoding="utf-8")
+                os.replace(written, self.path)  # a reader sees the old mark or the new
+            except OSError:  # a full disk stops the mark, not the job: status says stalled
+                pass
 
 
 def read_alive(output: Path) -> dict[str, Any] | None:

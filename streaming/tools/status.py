@@ -21,8 +21,8 @@ from udfs.errors import ConfigError
 from udfs.vocabulary import TableName
 
 LIVE_S = 60.0
-"""A job whose liveness mark (``streaming.job.progress.Alive``) is older than this, and that
-recorded no end, is stalled: killed, or stuck. A running driver beats the mark every
+"""A job whose liveness mark (``streaming.job.alive.Alive``) is older than this, and that
+recorded no end, is stalled: killed, failed or stuck. A running driver beats the mark every
 ``progress_interval`` (2 s by default) and at every progress and idle event of its query (idle
 events every ``spark.sql.streaming.noDataProgressEventInterval``, 10 s by default), so a fresh mark
 says the job runs even when no record comes and Spark runs no batch."""
@@ -148,7 +148,7 @@ def print_status(answer: dict[str, Any], out: TextIO) -> None:
     if answer["state"] == "stalled":
         print(
             f"  no sign of the job for {duration(answer['seen_s'])} (pid {answer['pid']}) and no "
-            "end recorded: killed, or stuck",
+            "end recorded: killed, failed or stuck",
             file=out,
         )
     elif answer["state"] == "silent":

@@ -130,7 +130,7 @@ def test_status_tells_a_stopped_job_from_a_running_and_a_stalled_one(
     said = faultline("status", "--output", str(copy), cwd=tmp_path).stdout.splitlines()
     assert said[0].startswith(f"{copy}: stalled · last commit ")
     assert said[1].startswith("  no sign of the job for 5 min ")
-    assert said[1].endswith(f" (pid {mark['pid']}) and no end recorded: killed, or stuck")
+    assert said[1].endswith(f" (pid {mark['pid']}) and no end recorded: killed, failed or stuck")
     (copy / "_job" / "alive.json").unlink()  # a job older than the mark: the commit's age only
     assert status.status(copy, now=committed + 1)["state"] == "running"
     assert status.status(copy, now=committed + status.SILENT_S + 1)["state"] == "silent"
