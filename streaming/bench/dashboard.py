@@ -24,7 +24,7 @@ import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
 from streaming.job.sink import create_tables, own_schema, stored
-from streaming.tools.dashboard.app import Page, sections
+from streaming.tools.dashboard.app import Page, View, sections
 from udfs.schema import BATCHES
 from udfs.vocabulary import Decision, TableName
 
@@ -106,7 +106,7 @@ def write_batch(out: Path, batch_id: int, start: int, span: int, brokers: int, s
 
 def _draw(page: Page, cluster: str) -> None:
     """Every section, serialized as Dash sends it to the browser."""
-    json.dumps(sections(page, cluster, []), cls=plotly.utils.PlotlyJSONEncoder)
+    json.dumps(sections(page, cluster, View()), cls=plotly.utils.PlotlyJSONEncoder)
 
 
 def _timed(what: str, action: object) -> float:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from streaming.client import decision_state, publish_order
+from streaming.job.alive import Alive
 from streaming.job.outage import PREFIX
 from udfs.vocabulary import ProducerState
 
@@ -102,11 +103,15 @@ def progress_line(row: dict[str, Any], job: dict[str, Any] | None) -> str:
 
 
 class BatchProgress(StreamingQueryListener):
-    """Prints each batch's line to ``out`` and keeps Spark's figures for :meth:`take`."""
+    """Prints each batch's line to ``out`` and keeps Spark's figures for :meth:`take`; with an
+    ``alive`` mark, beats it at every event."""
 
-    def __init__(self, out: TextIO, metrics: Metrics | None = None) -> None:
+    def __init__(
+        self, out: TextIO, metrics: Metrics | None = None, alive: Alive | None = None
+    ) -> None:
         self.out = out
         self.metrics = metrics
+        self.alive = alive or Alive(None)
         self._rows: list[dict[str, Any]] = []
         self._jobs: dict[int, dict[str, Any]] = {}
         self._lock = threading.Lock()
@@ -118,10 +123,11 @@ class BatchProgress(StreamingQueryListener):
         self._jobs[batch_id] = job
 
     def onQueryStarted(self, event: Any) -> None:
-        pass
+        self.alive.beat()
 
     def onQueryProgress(self, event: Any) -> None:
         row = progress_row(json.loads(event.progress.json))
+        self.alive.beat(row["batch_id"])
         print(progress_line(row, self._jobs.pop(row["batch_id"], None)), file=self.out, flush=True)
         with self._lock:
             self._rows.append(row)
@@ -129,6 +135,7 @@ class BatchProgress(StreamingQueryListener):
             self.metrics.progress(row)
 
     def onQueryIdle(self, event: Any) -> None:
+        self.alive.beat()
         if self.metrics is not None:
             self.metrics.progress(None)
 

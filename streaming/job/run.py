@@ -14,6 +14,7 @@ from typing import Any, TextIO
 
 from streaming.config import JobConfig, load_scenario, masked
 from streaming.job import sink
+from streaming.job.alive import Alive
 from streaming.job.checkpoint import check_source, record_run
 from streaming.job.maintain import table_properties
 from streaming.job.metrics import Metrics, Server
@@ -165,7 +166,9 @@ def _job(
         interval = config.kafka_outage_log_interval / 1000
         reading = timeout if config.source == "kafka" else None  # publishing has its own
         watch = Watch(config.kafka_conf(), interval, checkpoint, out, metrics, reading).start()
-    listener = BatchProgress(out, metrics)
+    alive = Alive(output)
+    alive.beat()
+    listener = BatchProgress(out, metrics, alive)
     spark.streams.addListener(listener)
     query = build_query(
         spark,
@@ -182,6 +185,7 @@ def _job(
     try:
         with _interrupts() as interrupted:
             while query.isActive:  # the listener prints each batch's line
+                alive.beat()
                 if interrupted.is_set():
                     raise KeyboardInterrupt
                 if watch is not None and watch.gave_up is not None:  # Spark's source waits

@@ -4,10 +4,14 @@ process of its own, the job in this one (``job``, tests/streaming/conftest.py)."
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import socket
+import struct
 import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -22,9 +26,11 @@ from deltalake import DeltaTable
 from streaming.config import CONF_DIR, SCENARIO_DIR
 from streaming.job.sink import create_tables, table_schema
 from streaming.job.summary import delay_queues, isolation_windows, transaction_states
-from streaming.tools.dashboard.app import iso
+from streaming.tools.dashboard.app import SLOWEST, iso
 from streaming.tools.explain import parse_time
+from streaming.tools.units import duration
 from tests.streaming.conftest import Job, faultline, start
+from tests.streaming.test_dashboard_data import _append, _decision, _send
 
 CHROMIUM = os.environ.get("FAULTLINE_CHROMIUM", "/usr/bin/chromium")
 FLAGS = [
@@ -96,6 +102,13 @@ def _rows(page: Any, selector: str) -> list[list[str]]:
     return rows
 
 
+def _header(page: Any, selector: str) -> list[str]:
+    cells: list[str] = page.eval_on_selector_all(
+        f"{selector} th", "cells => cells.map(c => c.innerText)"
+    )
+    return cells
+
+
 def _text(page: Any, selector: str, contains: str, timeout: float = 60_000) -> str:
     page.wait_for_function(
         "([s, t]) => (document.querySelector(s)?.innerText || '').includes(t)",
@@ -131,7 +144,7 @@ def _transactions_shown(page: Any, out: Path) -> int:
             broker,
             str(len(mine)),
             iso(min(r["born_at"] for r in mine)),
-            f"{(clock - min(r['born_at'] for r in mine)) / 1000:,.1f} s",
+            duration((clock - min(r["born_at"] for r in mine)) / 1000),
             iso(min(r["next_check_at"] for r in mine)),
         ]
         for broker, mine in sorted(waiting.items())
@@ -183,20 +196,34 @@ def test_the_page_follows_a_running_job_and_shows_what_the_tables_hold(
                 "--config", str(CONF_DIR / "rocketmq-only.yaml"))  # fmt: skip
         running = threading.Thread(target=lambda: ran.append(job(*args, cwd=tmp_path)))
         running.start()
-        seen_while_running = set()
+        seen_while_running, badges = set(), set()
         while running.is_alive():  # the page, never reloaded, follows the batches
             status = page.inner_text("#status")
             if "last batch" in status:
                 seen_while_running.add(status.split("last batch ")[1].split()[0])
+                badges.add(page.inner_text("#badge"))
             time.sleep(0.3)
         running.join()
         assert ran[0].returncode == 0, ran[0].stdout[-3000:] + ran[0].stderr[-3000:]
         last = max(DeltaTable(str(out / "batches")).to_pandas()["batch_id"])
         _text(page, "#status", f"last batch {last} committed")
         assert len(seen_while_running) >= 2, seen_while_running
+        # the badge said the job was live while it ran, and says when it stopped once it has
+        assert any(re.fullmatch(r"live · last commit [\d.]+ s ago", b) for b in badges), badges
+        (kept,) = (out / "_job" / "runs").glob("*.json")
+        _text(page, "#badge", f"stopped at {json.loads(kept.read_text())['ended']}")
+        # the lag in days and hours (the scenario's clock is days behind the wall clock)
+        lag = _text(page, "#health-text", "behind wall time")
+        assert re.search(r"the clock is \d+ d \d+ h behind wall time", lag), lag
+        # nothing wider than the page at 1,400 px: the reasons wrap
+        assert page.evaluate("document.documentElement.scrollWidth") <= 1400
+        assert page.locator("#windows-table").bounding_box()["width"] <= 1400
 
         # the outage's brokers are isolated from within the outage, as the tables say
         shown = _rows(page, "#windows-table")
+        assert _header(page, "#windows-table") == [
+            "broker", "scope", "state", "from", "to", "length", "extended", "first reason"
+        ]  # fmt: skip
         cluster_windows = [r for r in shown if r[1] == "cluster" and r[2] == "isolated"]
         expected = [
             [w["broker_name"], iso(w["start"]), iso(w["end"]) if w["end"] else "running"]
@@ -210,12 +237,15 @@ def test_the_page_follows_a_running_job_and_shows_what_the_tables_hold(
                 for r in cluster_windows
             ), (broker, cluster_windows)
 
-        # the delay levels' counts are the tables' counts
+        # the delay levels' counts are the tables' counts, in the run summary's order
         levels = delay_queues(out)
+        assert _header(page, "#delay-table") == ["level", "scheduled", "released", "waiting",
+                                                 "to DLQ"]  # fmt: skip
+        assert "level, scheduled, released, waiting, to DLQ" in ran[0].stdout
         assert _rows(page, "#delay-table") == [
             [
                 "DLQ at once" if level == 0 else f"level {level}",
-                *(str(row[c]) for c in ("scheduled", "waiting", "released", "dlq")),
+                *(str(row[c]) for c in ("scheduled", "released", "waiting", "dlq")),
             ]
             for level, row in levels.iterrows()
         ]
@@ -267,6 +297,15 @@ def test_the_transactions_panel_shows_the_half_messages_waiting_and_their_age(
         page.goto(url)
         _text(page, "#transactions", "Half messages waiting for an end or a check")
         assert _transactions_shown(page, out) >= 2
+        (kept,) = (out / "_job" / "runs").glob("*.json")
+        _text(page, "#badge", f"stopped at {json.loads(kept.read_text())['ended']}")
+        # the job killed mid-run leaves no end and a liveness mark that no one beats any more
+        mark = json.loads((out / "_job" / "alive.json").read_text())
+        shutil.rmtree(out / "_job" / "runs")
+        (out / "_job" / "alive.json").write_text(json.dumps({**mark, "at": time.time() - 120}))
+        badge = _text(page, "#badge", "stalled")
+        assert re.fullmatch(r"stalled · last commit (\d+ min \d+ s|[\d.]+ s) ago", badge), badge
+        assert page.get_attribute("#badge-text", "title").startswith("the job's last sign 2 min ")
     finally:
         _stop(server)
     # `faultline explain` says when the broker checks a waiting one next
@@ -280,6 +319,97 @@ def test_the_transactions_panel_shows_the_half_messages_waiting_and_their_age(
     assert cli.stdout.splitlines()[-1] == (
         f"  waiting: the broker checks it next at {iso(waiting['next_check_at'])}"
     )
+
+
+def _latency_brokers(page: Any) -> set[str]:
+    names = page.evaluate(
+        "[...document.getElementById('latency').querySelector('.js-plotly-plot')._fullData]"
+        ".map(t => t.name)"
+    )
+    return {n.rsplit(" ", 1)[0] for n in names}
+
+
+def test_states_told_apart_reasons_wrapped_and_the_slowest_brokers_drawn(
+    browser: Any, tmp_path: Path
+) -> None:
+    """Tables written here (no Spark): seven brokers, one in each state other than available,
+    reasons longer than the page is wide, a live job's mark."""
+    out = tmp_path / "out"
+    create_tables(out)
+    t0 = T0
+    p99 = {f"b-{i}": 10 * (i + 1) for i in range(7)}  # b-6 the slowest, b-0 the fastest
+    sends = [
+        _send(t0 + m * 60_000 + i, broker, ms if i == 0 else 2, n=m)
+        for broker, ms in p99.items()
+        for m in range(3)
+        for i in range(20)
+    ]
+    long = "REMOTING_EXCEPTION after 3 ms (isolation): " + "connect to 10.0.0.1:10911 failed; " * 12
+    decisions = [
+        _decision(t0 + 1_000, "b-0", "ISOLATE", t0 + 200_000, long),
+        _decision(t0 + 2_000, "b-1", "OUTLIER", t0 + 200_000, "latency outlier: mean 300 ms"),
+        _decision(t0 + 3_000, "b-2", "ISOLATE", t0 + 200_000, "failed"),
+        _decision(t0 + 3_000, "b-2", "PANIC", t0 + 3_000, "isolation cap 50%: kept"),
+        _decision(t0 + 4_000, "b-3", "PROBE", t0 + 200_000, "recovery probing: 10%"),
+        {**_decision(t0 + 5_000, "b-4", "ROUTE_EXPIRED", t0 + 5_000), "reason": "no heartbeat"},
+    ]
+    _append(out, "fault_items", sends, 0)
+    _append(out, "broker_decisions", decisions, 0)
+    now_ms = int(time.time() * 1000)
+    batch = {"batch_id": 0, "input": 1, "valid": 1, "clock": t0 + 180_000, "write_ms": 5,
+             "commit_ms": 1, "committed_at": now_ms}  # fmt: skip
+    _append(out, "batches", [batch], 0)
+    (out / "_job").mkdir()
+    (out / "_job" / "alive.json").write_text(json.dumps({"at": time.time(), "batch_id": 0}))
+    server, url = _serve(out, tmp_path)
+    try:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(url)
+        _text(page, "#now", "b-4")
+        assert re.fullmatch(r"live · last commit [\d.]+ s ago", page.inner_text("#badge"))
+        assert [r[:3] for r in _rows(page, "#windows-table")] == [
+            ["b-0", "cluster", "isolated"],
+            ["b-1", "cluster", "outlier"],
+            ["b-2", "cluster", "panic-kept"],  # isolated and kept by the cap in one instant
+            ["b-3", "cluster", "probing"],
+            ["b-4", "cluster", "out of route"],
+        ]
+        assert [r[2] for r in _rows(page, "#now-table")] == [
+            "isolated", "outlier", "panic-kept", "probing", "out of route"
+        ]  # fmt: skip
+        assert page.evaluate("document.documentElement.scrollWidth") <= 1400
+        assert page.locator("#windows-table").bounding_box()["width"] <= 1400
+        # the five slowest brokers by p99, the rest on request
+        slowest = {f"b-{i}" for i in range(7 - SLOWEST, 7)}
+        assert _latency_brokers(page) == slowest
+        assert "the 5 of 7 brokers with the highest p99" in page.inner_text("#latency-shown")
+        page.get_by_label("every broker").check()
+        page.wait_for_function(
+            "document.getElementById('latency').querySelector('.js-plotly-plot')"
+            "._fullData.length === 14"
+        )
+        assert _latency_brokers(page) == set(p99)
+    finally:
+        _stop(server)
+
+
+@pytest.mark.jvm
+def test_the_screenshot_script_pictures_a_real_run_at_1400_px(
+    one_batch: Path, tmp_path: Path
+) -> None:
+    """As a person runs it (its own process: Playwright's sync API runs one per process)."""
+    picture = tmp_path / "figures" / "dashboard.png"
+    done = subprocess.run(
+        [sys.executable, "-m", "streaming.tools.dashboard.screenshot",
+         "--output", str(one_batch / "out"), "--to", str(picture)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip().endswith(f"saved as {picture}")
+    head = picture.read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", head[16:24])
+    assert width == 1400 and height > 2000, (width, height)  # the whole page
 
 
 def test_tables_of_a_newer_faultline_get_a_page_that_says_so(browser: Any, tmp_path: Path) -> None:

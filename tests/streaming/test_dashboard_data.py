@@ -15,9 +15,11 @@ from deltalake import DeltaTable, write_deltalake
 
 from streaming.job.sink import create_tables, own_schema, record_progress, stored, table_schema
 from streaming.job.summary import delay_queues, isolation_windows, transaction_states
+from streaming.tools import status
 from streaming.tools.dashboard import data
 from streaming.tools.dashboard.app import _transactions
 from streaming.tools.dashboard.data import MINUTE, Model, TablesError, check_output
+from udfs.vocabulary import TableName
 
 T0 = 1_795_255_200_000  # 2026-11-21 10:00:00 UTC
 CLUSTER = "C1"
@@ -186,7 +188,7 @@ def test_isolation_windows_and_now(out: Path) -> None:
     )
     assert len(model.decisions) < 20  # the EXTENDs are kept one per broker and minute
     now = model.now(CLUSTER)
-    assert sorted(zip(now["broker_name"], now["kind"], strict=True)) == [
+    assert sorted(zip(now["broker_name"], now["state"], strict=True)) == [
         ("b-2", "isolated"),
         ("b-3", "out of route"),
     ]
@@ -195,11 +197,17 @@ def test_isolation_windows_and_now(out: Path) -> None:
     closed = isolation_windows(out)  # the job's summary reads the same windows
     assert [(x["broker_name"], x["start"], x["end"]) for x in closed] == [
         (r["broker_name"], r["start"], None if pd.isna(r["end"]) else r["end"])
-        for r in w[w["kind"] == "isolated"].to_dict("records")
+        for r in w[w["state"] == "isolated"].to_dict("records")
     ]
 
 
-def test_the_policies_rows_open_and_end_windows_by_what_they_mean(out: Path) -> None:
+def _since(t: Any) -> int | None:
+    return None if pd.isna(t) else int(t) - T0
+
+
+def test_the_policies_rows_open_and_end_windows_of_the_states_they_mean(out: Path) -> None:
+    """OUTLIER, PANIC, ISOLATE (and HOLD) and PROBE each begin a window of their own state, in
+    the words of ``streaming.tools.states`` (README, "States"), as ``faultline status`` says."""
     outlier = "latency outlier: mean 300 ms over 80 sends of topic T ..."
     decisions = [
         _decision(T0 + 10_000, "b-1", "OUTLIER", T0 + 40_000, outlier),  # no FaultTable row
@@ -215,15 +223,28 @@ def test_the_policies_rows_open_and_end_windows_by_what_they_mean(out: Path) -> 
     _append(out, "batches", [_batch(0, T0 + 80_000)], 0)
     model = Model(out)
     model.refresh()
-    w = model.windows(CLUSTER)
+    w = model.windows(CLUSTER).to_dict("records")
     assert [
-        (r["broker_name"], r["start"] - T0, r["end"] - T0, r["reason"]) for _, r in w.iterrows()
+        (r["broker_name"], r["state"], r["start"] - T0, _since(r["end"]), r["reason"]) for r in w
     ] == [
-        ("b-1", 10_000, 40_000, outlier),
-        ("b-2", 1_000, 1_000, "failed"),  # the cap kept it in the route at once ...
-        ("b-2", 5_000, 31_000, "the FaultTable's isolation holds"),  # ... until there was room
+        ("b-1", "outlier", 10_000, 40_000, outlier),
+        ("b-2", "panic-kept", 1_000, 5_000, "isolation cap 50%: ..."),  # the cap kept it at once
+        ("b-2", "isolated", 5_000, 31_000, "the FaultTable's isolation holds"),  # ... until room
+        ("b-2", "probing", 31_000, None, "recovery probing: ..."),
+    ]  # fmt: skip
+    now = model.now(CLUSTER)  # as `faultline status` holds it at the clock
+    assert [(r["broker_name"], r["state"], r["until"] - T0) for _, r in now.iterrows()] == [
+        ("b-2", "probing", 61_000)
     ]
-    assert model.now(CLUSTER).empty  # probing is not isolated
+    assert status.held_out(out, T0 + 80_000) == [
+        {
+            "cluster": CLUSTER,
+            "broker": "b-2",
+            "state": "probing",
+            "until": T0 + 61_000,
+            "reason": "recovery probing: ...",
+        }
+    ]
 
 
 def test_delay_levels_equal_the_job_summary(out: Path) -> None:
@@ -387,8 +408,11 @@ def test_a_folder_without_tables_or_with_newer_ones_is_named(tmp_path: Path) -> 
         schema=table_schema("fault_items"),
         description="faultline table format 99",
     )
-    with pytest.raises(TablesError, match="tables missing: broker_decisions"):
+    with pytest.raises(TablesError) as missing:
         check_output(tmp_path)
+    every = [n for n in TableName if n != "fault_items"]  # the 11 others, each named
+    assert len(every) == 11
+    assert f"tables missing: {', '.join(every)}. " in str(missing.value)
     create_tables(tmp_path)  # the others; fault_items keeps its format
     with pytest.raises(TablesError, match=r"newer faultline \(table format 99; this one reads"):
         check_output(tmp_path)
@@ -405,3 +429,52 @@ def test_failed_send_marks_coarsen_to_stay_few_and_keep_every_failure(out: Path)
     coarse = model.failed_sends(CLUSTER, most=100)
     assert (coarse["span"] == 10 * MINUTE).all() and len(coarse) <= 100
     assert coarse["failures"].sum() == 1_500
+
+
+def test_the_first_load_and_a_refresh_open_only_the_days_of_the_window(tmp_path: Path) -> None:
+    """Tables written without file statistics (``delta.dataSkippingNumIndexedCols`` 0): the
+    ``event_date`` partitions alone keep the days before the window unopened, so a page over 12
+    days of tables opens what it opens over 10."""
+    create_tables(tmp_path, {"delta.dataSkippingNumIndexedCols": "0"})
+    day, hour = 86_400_000, 3_600_000
+
+    def write_day(d: int) -> None:
+        for h in (1, 23):  # two files a day
+            t = T0 - 10 * hour + d * day + h * hour  # 00:00 UTC of day d, then h hours
+            _append(tmp_path, "fault_items", [_send(t + i, "b-1", 5 + d) for i in range(3)], d)
+        _append(tmp_path, "batches", [_batch(d, T0 - 10 * hour + d * day + 23 * hour)], d)
+
+    for d in range(10):
+        write_day(d)
+    actions = DeltaTable(str(tmp_path / "fault_items")).get_add_actions(flatten=True)
+    assert "max.event_time" not in pa.table(actions).column_names  # no statistics to skip by
+    window = 2 * day  # from 23:00 two days before the last: three days' folders
+    model = Model(tmp_path, window_ms=window)
+    model.refresh()
+    assert model.feeds["fault_items"].reads == 6  # of 20 files
+    assert model.latency(CLUSTER)["minute"].min() == T0 - 10 * hour + 7 * day + 23 * hour
+    for d in (10, 11):
+        write_day(d)
+    model.refresh()
+    assert model.feeds["fault_items"].reads == 6 + 4  # the new days' files, nothing older
+    fresh = Model(tmp_path, window_ms=window)
+    fresh.refresh()
+    assert fresh.feeds["fault_items"].reads == 6  # of 24: the first load does not grow
+    pd.testing.assert_frame_equal(fresh.latency(CLUSTER), model.latency(CLUSTER))
+
+
+def test_the_slowest_brokers_by_p99_over_the_window(out: Path) -> None:
+    p99s = {"b-1": 40, "b-2": 900, "b-3": 120, "b-4": 7}
+    rows = [
+        _send(T0 + minute * MINUTE + i, broker, p99 if i == 0 else 3, n=minute)
+        for broker, p99 in p99s.items()
+        for minute in range(3)
+        for i in range(50)  # 3 sends in 150 at the high latency: the p99 (nearest rank)
+        if not (broker == "b-2" and minute > 0 and i == 0)  # b-2: 1 in 148, the first minute's
+    ]
+    _append(out, "fault_items", rows, 0)
+    _append(out, "batches", [_batch(0, T0 + 3 * MINUTE)], 0)
+    model = Model(out)
+    model.refresh()
+    assert model.latency(CLUSTER).groupby("broker_name")["p99"].max()["b-2"] > 800
+    assert model.slowest(CLUSTER) == ["b-3", "b-1", "b-4", "b-2"]  # b-2's p99 is 3 ms

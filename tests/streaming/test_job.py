@@ -8,6 +8,8 @@ import os
 import random
 import re
 import shutil
+import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -87,7 +89,7 @@ def test_default_run_prints_progress_and_a_summary(default_run: DefaultRun) -> N
     assert kept["tables"]["batches"] == len(batches)
 
 
-def test_status_tells_a_stopped_job_from_a_running_and_a_silent_one(
+def test_status_tells_a_stopped_job_from_a_running_and_a_stalled_one(
     default_run: DefaultRun, tmp_path: Path
 ) -> None:
     output = default_run.output
@@ -101,10 +103,35 @@ def test_status_tells_a_stopped_job_from_a_running_and_a_silent_one(
     assert lines[1].startswith(
         f"  last batch {last['batch_id']} committed {iso(int(last['committed_at']))} ("
     )
+    # the job beat its liveness mark to its end, after its last batch and before its summary
+    mark = json.loads((output / "_job" / "alive.json").read_text())
+    committed = int(last["committed_at"]) / 1000
+    assert committed <= mark["at"] <= datetime.fromisoformat(ended).timestamp()
+    assert 0 <= mark["batch_id"] <= last["batch_id"]  # Spark reports a batch after its commit
+
     copy = tmp_path / "output"
     shutil.copytree(output, copy)
     shutil.rmtree(copy / "_job" / "runs")  # killed: no end recorded
-    committed = int(last["committed_at"]) / 1000
+    seen = mark["at"]
+    assert status.status(copy, now=seen + 1)["state"] == "running"
+    # no batch for 10 minutes, but a fresh mark: an idle job, not a stalled one
+    (copy / "_job" / "alive.json").write_text(json.dumps({**mark, "at": committed + 600}))
+    idle = status.status(copy, now=committed + 605)
+    assert (idle["state"], idle["age_s"], status.headline(idle)) == (
+        "running",
+        605.0,
+        "live · last commit 10 min 5 s ago",
+    )
+    (copy / "_job" / "alive.json").write_text(json.dumps(mark))
+    stalled = status.status(copy, now=seen + status.LIVE_S + 1)
+    assert stalled["state"] == "stalled"
+    killed = {**mark, "at": time.time() - 300}  # the job's last sign 5 minutes ago
+    (copy / "_job" / "alive.json").write_text(json.dumps(killed))
+    said = faultline("status", "--output", str(copy), cwd=tmp_path).stdout.splitlines()
+    assert said[0].startswith(f"{copy}: stalled · last commit ")
+    assert said[1].startswith("  no sign of the job for 5 min ")
+    assert said[1].endswith(f" (pid {mark['pid']}) and no end recorded: killed, failed or stuck")
+    (copy / "_job" / "alive.json").unlink()  # a job older than the mark: the commit's age only
     assert status.status(copy, now=committed + 1)["state"] == "running"
     assert status.status(copy, now=committed + status.SILENT_S + 1)["state"] == "silent"
     missing = faultline("status", "--output", str(tmp_path / "none"), cwd=tmp_path)

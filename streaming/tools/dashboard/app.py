@@ -9,6 +9,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +19,26 @@ from dash import Dash, Input, Output, State, ctx, dcc, html, no_update
 
 from streaming.tools import explain
 from streaming.tools.dashboard.data import TRANSACTION_KINDS, Model, TablesError
+from streaming.tools.states import BrokerState
+from streaming.tools.status import headline, liveness
+from streaming.tools.units import duration
 from udfs.errors import ConfigError
 
 log = logging.getLogger("faultline.dashboard")
 
-ISOLATED = "#d62728"
-OUT_OF_ROUTE = "#7f7f7f"
+COLORS = {
+    BrokerState.ISOLATED: "#d62728",
+    BrokerState.OUTLIER: "#9467bd",
+    BrokerState.PANIC_KEPT: "#e377c2",
+    BrokerState.PROBING: "#17becf",
+    BrokerState.OUT_OF_ROUTE: "#7f7f7f",
+}
+"""The timeline's bar of each state other than available."""
 FAILURE = "#ff7f0e"
+BADGE = {"running": "#2ca02c", "stopped": "#555", "no batch yet": "#555"}
+"""The liveness badge's colour per state (any other: red, the job may be gone)."""
+SLOWEST = 5
+"""The brokers the latency chart draws by default: the highest p99 over the window."""
 PAGE = {"fontFamily": "system-ui, sans-serif", "margin": "0 1.5em", "fontSize": "14px"}
 WINDOW_ROWS = 200
 """The most recent windows listed under the timeline (the chart has them all)."""
@@ -34,7 +48,20 @@ CELL = {
     "borderBottom": "1px solid #ddd",
     "textAlign": "left",
     "whiteSpace": "nowrap",
+    "verticalAlign": "top",
 }
+TEXT = {**CELL, "whiteSpace": "normal", "overflowWrap": "anywhere"}
+"""A cell of free text (a reason): it wraps within the page's width."""
+
+
+@dataclass(frozen=True)
+class View:
+    """What the person chose on the page, beside the cluster."""
+
+    producers: tuple[str, ...] = ()
+    """The producers whose own isolations the timeline adds."""
+    every_broker: bool = False
+    """Whether the latency chart draws every broker, not only the :data:`SLOWEST`."""
 
 
 def iso(ms: Any) -> str:
@@ -46,15 +73,24 @@ def _utc(ms: Any) -> Any:
     return pd.to_datetime(ms, unit="ms", utc=True)
 
 
-def table(rows: list[list[Any]], header: list[str], id_: str) -> html.Table:
-    """A plain HTML table: what a person reads, and what the browser test reads back."""
+def table(
+    rows: list[list[Any]], header: list[str], id_: str, text: tuple[str, ...] = ()
+) -> html.Table:
+    """A plain HTML table: what a person reads, and what the browser test reads back. The
+    columns named in ``text`` wrap (and the table takes the page's width at most)."""
+    styles = [TEXT if h in text else CELL for h in header]
     return html.Table(
         [
             html.Thead(html.Tr([html.Th(h, style=CELL) for h in header])),
-            html.Tbody([html.Tr([html.Td(str(c), style=CELL) for c in r]) for r in rows]),
+            html.Tbody(
+                [
+                    html.Tr([html.Td(str(c), style=st) for c, st in zip(r, styles, strict=True)])
+                    for r in rows
+                ]
+            ),
         ],
         id=id_,
-        style={"borderCollapse": "collapse", "margin": "0.5em 0"},
+        style={"borderCollapse": "collapse", "margin": "0.5em 0", "maxWidth": "100%"},
     )
 
 
@@ -98,6 +134,7 @@ def build(page: Page, refresh_ms: int) -> Dash:
                 [
                     html.H2("faultline", style={"margin": "0.4em 1em 0.4em 0"}),
                     dcc.Dropdown(id="cluster", clearable=False, style={"width": "18em"}),
+                    html.Span(id="badge", style={"marginLeft": "1.5em"}),
                     html.Span(id="status", style={"marginLeft": "1.5em", "color": "#555"}),
                 ],
                 style={"display": "flex", "alignItems": "center"},
@@ -141,6 +178,13 @@ def build(page: Page, refresh_ms: int) -> Dash:
             ),
             html.Div(id="windows"),
             html.H3("Send latency and failures per minute"),
+            dcc.Checklist(
+                id="latency-all",
+                options=[{"label": " every broker", "value": "all"}],
+                value=[],
+                inline=True,
+            ),
+            html.Div(id="latency-shown", style={"color": "#555"}),
             dcc.Graph(id="latency", config={"displaylogo": False}),
             dcc.Graph(id="failures", config={"displaylogo": False}),
             html.H3("Routing decisions per minute (cluster scope)"),
@@ -163,7 +207,7 @@ def build(page: Page, refresh_ms: int) -> Dash:
     )
 
     drawing = threading.Lock()
-    drawn: dict[tuple[str | None, tuple[str, ...]], list[Any]] = {}
+    drawn: dict[tuple[str | None, View], list[Any]] = {}
 
     @app.callback(
         Output("cluster", "options"),
@@ -175,20 +219,24 @@ def build(page: Page, refresh_ms: int) -> Dash:
         Input("tick", "n_intervals"),
         Input("cluster", "value"),
         Input("producers", "value"),
+        Input("latency-all", "value"),
     )
-    def redraw(_: Any, cluster: str | None, producers: list[str] | None) -> list[Any]:
+    def redraw(
+        _: Any, cluster: str | None, producers: list[str] | None, every: list[str] | None
+    ) -> list[Any]:
         """A tick that comes while the browser waits for an answer makes it drop that answer,
         so a page slower to draw than --refresh (a busy machine, large tables) would never
         change. A request that comes while another draws is answered at once with the last
         drawing for its inputs, and the ticks slow down to twice the time a drawing takes."""
-        inputs = (cluster, tuple(producers or ()))
+        view = View(tuple(producers or ()), "all" in (every or ()))
+        inputs = (cluster, view)
         if not drawing.acquire(blocking=False):
             if inputs in drawn:
                 return drawn[inputs]
             drawing.acquire()  # nothing drawn for these inputs yet: wait for the draw under way
         try:
             started = time.perf_counter()
-            result = _redraw(cluster, producers)
+            result = _redraw(cluster, view)
             took = (time.perf_counter() - started) * 1000
             result.append(max(refresh_ms, round(2 * took)))
             if len(drawn) >= KEPT_DRAWINGS:
@@ -198,7 +246,7 @@ def build(page: Page, refresh_ms: int) -> Dash:
         finally:
             drawing.release()
 
-    def _redraw(cluster: str | None, producers: list[str] | None) -> list[Any]:
+    def _redraw(cluster: str | None, view: View) -> list[Any]:
         page.refresh()
         clusters = page.model.clusters()
         if cluster not in clusters:
@@ -215,9 +263,10 @@ def build(page: Page, refresh_ms: int) -> Dash:
         if cluster is None:
             blank = [go.Figure() if name in FIGURES else None for name in SECTIONS]
             blank[list(SECTIONS).index("now")] = _nothing()
+            blank[list(SECTIONS).index("badge")] = _badge(page)
             return [[], None, [], problem, *blank]
         options = [{"label": p, "value": p} for p in page.model.producers(cluster)]
-        drawn = sections(page, cluster, producers or [])
+        drawn = sections(page, cluster, view)
         return [[{"label": c, "value": c} for c in clusters], cluster, options, problem, *drawn]
 
     @app.callback(
@@ -264,6 +313,29 @@ def _nothing() -> html.Div:
     return html.Div("nothing yet: no batch has written these tables", style={"color": "#555"})
 
 
+def _badge(page: Page) -> html.Span:
+    """Whether the job runs, as ``faultline status`` says it (:func:`~streaming.tools.status.
+    liveness`): live, stalled (no sign of the job and no end recorded) or stopped."""
+    b = page.model.batches
+    last = b["committed_at"].max() if len(b) else None
+    live = liveness(page.output, None if last is None or pd.isna(last) else int(last))
+    seen = "" if live["seen_s"] is None else f"the job's last sign {duration(live['seen_s'])} ago"
+    color = BADGE.get(live["state"], "#d62728")
+    return html.Span(
+        headline(live),
+        id="badge-text",
+        title=seen,
+        style={
+            "color": "white",
+            "background": color,
+            "padding": "0.2em 0.6em",
+            "borderRadius": "0.8em",
+            "fontWeight": "bold",
+            "whiteSpace": "nowrap",
+        },
+    )
+
+
 def _status(page: Page, cluster: str) -> str:
     model = page.model
     clock = model.clock(cluster)
@@ -279,19 +351,28 @@ def _status(page: Page, cluster: str) -> str:
 def _now(model: Model, cluster: str) -> Any:
     now = model.now(cluster)
     if now.empty:
-        return html.Div(f"No broker isolated or out of the route at {iso(model.clock(cluster))}.")
+        return html.Div(f"Every broker available at {iso(model.clock(cluster))}.")
     rows = [
         [
             "cluster" if r["scope"] == "cluster" else f"producer {r['scope_key']}",
             r["broker_name"],
-            r["kind"],
+            r["state"],
             iso(r["start"]),
-            iso(r["until"]) if r["kind"] == "isolated" else "its next heartbeat",
+            _until(r),
             "; ".join(x for x in (r["reason"], r["band"], r["profile"]) if x),
         ]
         for r in now.to_dict("records")
     ]
-    return table(rows, ["scope", "broker", "state", "since", "until", "why"], "now-table")
+    header = ["scope", "broker", "state", "since", "until", "why"]
+    return table(rows, header, "now-table", text=("why",))
+
+
+def _until(window: dict[Any, Any]) -> str:
+    if window["state"] == BrokerState.OUT_OF_ROUTE:
+        return "its next heartbeat"
+    if window["state"] == BrokerState.PANIC_KEPT:
+        return "room under the isolation cap"
+    return iso(window["until"])
 
 
 def _label(row: dict[Any, Any]) -> str:
@@ -303,8 +384,8 @@ def _timeline(model: Model, cluster: str, producers: list[str]) -> go.Figure:
     windows = model.windows(cluster, producers)
     clock = model.clock(cluster)
     fig = go.Figure()
-    for kind, color in (("isolated", ISOLATED), ("out of route", OUT_OF_ROUTE)):
-        w = windows[windows["kind"] == kind]
+    for kind, color in COLORS.items():
+        w = windows[windows["state"] == kind]
         if w.empty:
             continue
         end = w["end"].fillna(max(clock or 0, 0)).astype("int64")
@@ -379,23 +460,24 @@ def _timeline(model: Model, cluster: str, producers: list[str]) -> go.Figure:
 
 def _windows(model: Model, cluster: str, producers: list[str]) -> html.Div:
     every = model.windows(cluster, producers)
-    w = every.sort_values("start").tail(WINDOW_ROWS).sort_values(["broker_name", "start"])
+    w = every.sort_values("start", kind="stable").tail(WINDOW_ROWS)
+    w = w.sort_values(["broker_name", "start"], kind="stable")
     rows = [
         [
             r["broker_name"],
             "cluster" if r["scope"] == "cluster" else f"producer {r['scope_key']}",
-            r["kind"],
+            r["state"],
             iso(r["start"]),
             iso(r["end"]) if pd.notna(r["end"]) else "running",
-            "" if pd.isna(r["end"]) else f"{(r['end'] - r['start']) / 1000:.1f} s",
+            "" if pd.isna(r["end"]) else duration((r["end"] - r["start"]) / 1000),
             r["extends"],
             r["reason"],
         ]
         for r in w.to_dict("records")
     ]
-    header = ["broker", "scope", "window", "from", "to", "length", "extended", "first reason"]
+    header = ["broker", "scope", "state", "from", "to", "length", "extended", "first reason"]
     shown = f"the last {len(w)} of {len(every)} windows" if len(w) < len(every) else ""
-    return html.Div([html.Div(shown), table(rows, header, "windows-table")])
+    return html.Div([html.Div(shown), table(rows, header, "windows-table", text=("first reason",))])
 
 
 def _per_broker_lines(frame: pd.DataFrame, column: str, dash_: str | None) -> list[go.Scatter]:
@@ -411,8 +493,26 @@ def _per_broker_lines(frame: pd.DataFrame, column: str, dash_: str | None) -> li
     ]
 
 
-def _latency(model: Model, cluster: str) -> go.Figure:
+def _drawn_brokers(model: Model, cluster: str, view: View) -> list[str]:
+    slowest = model.slowest(cluster)
+    return slowest if view.every_broker else slowest[:SLOWEST]
+
+
+def _latency_shown(model: Model, cluster: str, view: View) -> str:
+    slowest = model.slowest(cluster)
+    if len(slowest) <= SLOWEST:
+        return ""
+    if view.every_broker:
+        return f"all {len(slowest)} brokers"
+    return (
+        f"the {SLOWEST} of {len(slowest)} brokers with the highest p99 in the window "
+        f"({', '.join(slowest[:SLOWEST])}); tick 'every broker' for the rest"
+    )
+
+
+def _latency(model: Model, cluster: str, view: View) -> go.Figure:
     lat = model.latency(cluster)
+    lat = lat[lat["broker_name"].isin(_drawn_brokers(model, cluster, view))]
     fig = go.Figure([*_per_broker_lines(lat, "p50", None), *_per_broker_lines(lat, "p99", "dot")])
     fig.update_layout(
         height=320,
@@ -472,13 +572,13 @@ def _delays(model: Model, cluster: str) -> html.Table:
         [
             "DLQ at once" if r["delay_level"] == 0 else f"level {r['delay_level']}",
             r["scheduled"],
-            r["waiting"],
             r["released"],
+            r["waiting"],
             r["dlq"],
         ]
         for r in levels.to_dict("records")
     ]
-    header = ["level", "scheduled", "waiting", "released", "to DLQ"]
+    header = ["level", "scheduled", "released", "waiting", "to DLQ"]  # the run summary's order
     return table(rows, header, "delay-table")
 
 
@@ -499,7 +599,7 @@ def _transactions(model: Model, cluster: str) -> html.Div:
             r["broker_name"],
             r["waiting"],
             iso(r["born_at"]),
-            "-" if pd.isna(r["age"]) else f"{r['age'] / 1000:,.1f} s",
+            "-" if pd.isna(r["age"]) else duration(r["age"] / 1000),
             iso(r["next_check_at"]),
         ]
         for r in waiting.to_dict("records")
@@ -577,7 +677,7 @@ def _health_text(model: Model) -> str:
         return "no batch yet"
     last = b.iloc[-1]
     lag = (
-        f"; the clock is {(last['committed_at'] - last['clock']) / 1000:,.1f} s behind wall time"
+        f"; the clock is {duration((last['committed_at'] - last['clock']) / 1000)} behind wall time"
         if pd.notna(last["committed_at"]) and pd.notna(last["clock"])
         else ""
     )
@@ -652,12 +752,14 @@ def _health(model: Model) -> go.Figure:
     return fig
 
 
-SECTIONS: dict[str, Callable[[Page, str, list[str]], Any]] = {
+SECTIONS: dict[str, Callable[[Page, str, View], Any]] = {
+    "badge": lambda page, _, __: _badge(page),
     "status": lambda page, c, _: _status(page, c),
     "now": lambda page, c, _: _now(page.model, c),
-    "timeline": lambda page, c, producers: _timeline(page.model, c, producers),
-    "windows": lambda page, c, producers: _windows(page.model, c, producers),
-    "latency": lambda page, c, _: _latency(page.model, c),
+    "timeline": lambda page, c, view: _timeline(page.model, c, list(view.producers)),
+    "windows": lambda page, c, view: _windows(page.model, c, list(view.producers)),
+    "latency-shown": lambda page, c, view: _latency_shown(page.model, c, view),
+    "latency": lambda page, c, view: _latency(page.model, c, view),
     "failures": lambda page, c, _: _failures(page.model, c),
     "routing": lambda page, c, _: _routing(page.model, c),
     "retries": lambda page, c, _: _retries(page.model, c),
@@ -682,9 +784,9 @@ FIGURES = {
 """The sections that are charts (their ``figure`` changes, not their ``children``)."""
 
 
-def sections(page: Page, cluster: str, producers: list[str]) -> list[Any]:
+def sections(page: Page, cluster: str, view: View) -> list[Any]:
     """Every section of the page for a cluster, in :data:`SECTIONS` order."""
-    return [draw(page, cluster, producers) for draw in SECTIONS.values()]
+    return [draw(page, cluster, view) for draw in SECTIONS.values()]
 
 
 def serve(output: Path, host: str, port: int, refresh_ms: int, window_ms: int | None) -> int:

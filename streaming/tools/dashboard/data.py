@@ -7,7 +7,9 @@ minute; routing decisions, delay-queue traffic, transaction changes and late eve
 into the decision rows that bound isolation windows and into the half messages still waiting, so
 a refresh costs what the job wrote since the previous one, not what the tables hold. Files whose
 event times all fall before the window (``window_ms`` before the latest batch's clock) are
-skipped unopened, by the time range the job writes into each file's Delta statistics. A table
+skipped unopened: those of the ``event_date`` partitions (day folders) before the window's first
+day, and, within those days, by the time range the job writes into each file's Delta statistics;
+so neither the first load nor a refresh grows with the days the tables keep. A table
 whose files were removed (compaction, a rewrite) is read again from the start.
 
 Latency percentiles come from histogram buckets (:func:`latency_bucket`), so two minutes' or two
@@ -22,6 +24,7 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import groupby
 from pathlib import Path
 from typing import Any, cast
 
@@ -31,13 +34,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from streaming.client import POLICY_STATES, decision_state
+from streaming.client import ROUTE_DECISIONS, publish_order
 from streaming.job.sink import table_format, table_schema
 from streaming.tools import explain
+from streaming.tools.states import WORDS, BrokerState
 from udfs.errors import FaultlineError
 from udfs.rocketmq import PROFILES, Outcome
-from udfs.schema import BATCHES, TABLE_FORMAT, TABLES, TIME_COLUMNS
-from udfs.vocabulary import Decision, ProducerState, TableName, TransactionState
+from udfs.schema import BATCHES, PARTITION, TABLE_FORMAT, TABLES, TIME_COLUMNS
+from udfs.vocabulary import Decision, TableName, TransactionState
 
 log = logging.getLogger("faultline.dashboard")
 
@@ -117,8 +121,10 @@ class TablesError(FaultlineError):
 
 
 def check_output(output: Path) -> None:
-    """Raise :class:`TablesError` unless ``output`` holds every table, in a format this reads."""
-    names = list(COLUMNS)
+    """Raise :class:`TablesError` unless ``output`` holds every table the job writes (each of
+    :class:`~udfs.vocabulary.TableName`, also those the page does not read: a folder without
+    them is not a whole faultline output), in a format this reads."""
+    names = list(TableName)
     missing = [n for n in names if not (output / n / "_delta_log").is_dir()]
     if len(missing) == len(names):
         raise TablesError(
@@ -187,16 +193,31 @@ class Feed:
         fresh = np.array([p not in self.seen for p in paths], dtype=bool)
         self.seen.update(paths)
         wanted = fresh
-        last = f"max.{self.time}"
-        if since is not None and self.time is not None and last in actions.column_names:
-            ends = actions[last].to_numpy(zero_copy_only=False)
-            wanted = fresh & ~(ends < since)  # a file without statistics is read
+        if since is not None and self.time is not None:
+            wanted = wanted & ~self._before(actions, since)
         chosen = [str(self.path / p) for p, keep in zip(paths, wanted, strict=True) if keep]
         if not chosen:
             return removed, None
         self.reads += len(chosen)
         dataset = ds.dataset(chosen, schema=self.schema, format="parquet")
         return removed, dataset.to_table(columns=self.columns, filter=self.where)
+
+    def _before(self, actions: pa.Table, since: int) -> np.ndarray:
+        """The files whose rows all fall before ``since``: those of an ``event_date`` partition
+        (a day folder) before the day of ``since``, and, within the days kept, those whose
+        time column's maximum in the Delta log is before it (a file without statistics is
+        read)."""
+        before = np.zeros(len(actions), dtype=bool)
+        day = f"partition.{PARTITION}"
+        if day in actions.column_names:
+            first = pa.scalar(since, pa.timestamp("ms")).cast(pa.date32())
+            days = pc.fill_null(pc.less(actions[day], first), False)
+            before |= days.to_numpy(zero_copy_only=False)
+        last = f"max.{self.time}"
+        if last in actions.column_names:
+            ends = pc.fill_null(pc.less(actions[last], since), False)
+            before |= ends.to_numpy(zero_copy_only=False)
+        return before
 
 
 def latency_bucket(latency_ms: np.ndarray) -> np.ndarray:
@@ -505,10 +526,13 @@ class Model:
         return sorted(mine["scope_key"].dropna().unique().tolist())
 
     def windows(self, cluster: str, producers: Iterable[str] = ()) -> pd.DataFrame:
-        """Isolation windows of the cluster scope (and of ``producers``' own scopes) and the
-        windows each broker spent out of the route: ``scope``, ``scope_key``, ``broker_name``,
-        ``kind`` (isolated | out of route), ``start``, ``end`` (None: still running), ``until``
-        (the latest ``available_from``), ``reason``, ``band``, ``profile``, ``extends``."""
+        """The windows of each state other than available (in the words of
+        :mod:`streaming.tools.states`) of the cluster scope, and of ``producers``' own scopes:
+        ``scope``, ``scope_key``, ``broker_name``, ``state`` (isolated, outlier, panic-kept,
+        probing, out of route), ``start``, ``end`` (None: still holds), ``until`` (the latest
+        ``available_from``), ``reason`` (the decision that began it), ``band``, ``profile``,
+        ``extends``. The route's windows (out of route) are drawn beside the FaultItem's, which
+        they may overlap."""
         key = (cluster, tuple(sorted(set(producers))))
         if key not in self.drawn:
             self.drawn[key] = self._windows(cluster, set(key[1]))
@@ -519,63 +543,67 @@ class Model:
         mine = d[
             (d["cluster"] == cluster)
             & d["broker_name"].notna()
-            & (d["decision"] != Decision.QUEUE_SWAP)  # a report on a producer's queues, not a state
+            & d["decision"].isin([*WORDS, *ROUTE_DECISIONS])  # not QUEUE_SWAP: not a state
             & ((d["scope"] == "cluster") | d["scope_key"].isin(wanted))
         ]
-        order = {
-            Decision.ISOLATE: 0,
-            Decision.EXTEND: 1,
-            Decision.SHORTEN: 1,
-            Decision.RESTORE: 2,
-            **dict.fromkeys(POLICY_STATES, 3),
-        }
-        mine = mine.assign(rank=mine["decision"].map(order).fillna(0)).sort_values(
-            ["scope", "scope_key", "broker_name", "effective_at", "rank"]
-        )
+        rows = cast(list[dict[str, Any]], mine.to_dict("records"))
+        rows.sort(key=lambda r: (*_track(r), *publish_order(r)))
         out: list[dict[str, Any]] = []
         running: dict[tuple[str, str, str, str], dict[str, Any]] = {}
-        for r in mine.to_dict("records"):
-            route = r["decision"].startswith("ROUTE")
-            key = (r["scope"], r["scope_key"], r["broker_name"], "route" if route else "iso")
-            # a policy's row (``udfs.engine._policies``) opens, moves or ends a window by what it
-            # means: OUTLIER and HOLD isolate, PANIC, PROBE and RELEASE end an isolation
-            holds = decision_state(r["decision"]) in (
-                ProducerState.ISOLATED,
-                ProducerState.OUT_OF_ROUTE,
-            )
-            if r["decision"] in (Decision.ISOLATE, Decision.ROUTE_EXPIRED) or (
-                holds and key not in running
-            ):
+        # per track and instant, in the decision topic's order, the state after the instant's
+        # last row, as streaming.tools.states.timeline reads it (an ISOLATE the isolation cap
+        # answers with PANIC at once is panic-kept, not a window of no length)
+        for (key, at), instant in groupby(rows, key=lambda r: (_track(r), int(r["effective_at"]))):
+            mine_now = list(instant)
+            state = _state(mine_now[-1])
+            extends = sum(int(r["extends"] or 0) for r in mine_now)
+            now = running.get(key)
+            if now is not None and now["state"] == state:
+                now["until"] = int(mine_now[-1]["available_from"])
+                now["extends"] += extends
+                continue
+            if now is not None:  # another state begins: this one ends
+                window = running.pop(key)
+                window["end"] = at
+                out.append(window)
+            if state != BrokerState.AVAILABLE:
+                r = next(r for r in mine_now if _state(r) == state)  # what began it
                 running[key] = {
                     "scope": r["scope"],
                     "scope_key": r["scope_key"],
                     "broker_name": r["broker_name"],
-                    "kind": "out of route" if route else "isolated",
-                    "start": int(r["effective_at"]),
+                    "state": str(state),
+                    "start": at,
                     "end": None,
-                    "until": int(r["available_from"]),
+                    "until": int(mine_now[-1]["available_from"]),
                     "reason": r["reason"],
-                    "band": band(r["profile"], r["reason"]) if not route else "",
+                    "band": "" if key[3] == "route" else band(r["profile"], r["reason"]),
                     "profile": r["profile"],
                     "cause_event_id": r["cause_event_id"],
-                    "extends": 0,
+                    "extends": extends,
                 }
-            elif key in running and holds:
-                running[key]["until"] = int(r["available_from"])
-                running[key]["extends"] += int(r["extends"] or 0)
-            elif key in running:  # RESTORE, ROUTE_RESTORED and the policies' ends
-                window = running.pop(key)
-                window["end"] = int(r["effective_at"])
-                out.append(window)
         out.extend(running.values())
-        columns = ["scope", "scope_key", "broker_name", "kind", "start", "end", "until"]
+        columns = ["scope", "scope_key", "broker_name", "state", "start", "end", "until"]
         frame = pd.DataFrame(out, columns=[*columns, "reason", "band", "profile", "extends"])
-        return frame.sort_values(["broker_name", "start"], ignore_index=True)
+        return frame.sort_values(["broker_name", "start"], ignore_index=True, kind="stable")
 
     def now(self, cluster: str) -> pd.DataFrame:
-        """The windows still running at the cluster's clock."""
+        """The windows that still hold at the cluster's clock."""
         w = self.windows(cluster, self.producers(cluster))
         return w[w["end"].isna()].reset_index(drop=True)
+
+    def slowest(self, cluster: str) -> list[str]:
+        """The cluster's brokers by their send latency's p99 over the window, highest first
+        (from the per-minute histograms added up, so exact as :func:`percentiles` is)."""
+        h = self.sends.frame()
+        mine = h[h["cluster"] == cluster]
+        if mine.empty:
+            return []
+        per = mine.groupby(["broker_name", "bucket"], as_index=False)[["sends"]].sum()
+        p99 = percentiles(per, ["broker_name"], (0.99,))
+        return p99.sort_values(["p99", "broker_name"], ascending=[False, True])[
+            "broker_name"
+        ].tolist()
 
     def latency(self, cluster: str) -> pd.DataFrame:
         """Per broker and minute: ``sends``, ``failures``, ``p50``, ``p99`` (ms)."""
@@ -655,6 +683,21 @@ class Model:
         totals.update({str(k): int(v) for k, v in mine.groupby(kinds)["rows"].sum().items()})
         totals["all"] = int(mine["rows"].sum())
         return totals
+
+
+def _track(row: dict[str, Any]) -> tuple[str, str, str, str]:
+    """A decision's track: the route's or the FaultItem's, per scope and broker."""
+    route = "route" if row["decision"] in ROUTE_DECISIONS else "fault"
+    return row["scope"], row["scope_key"], row["broker_name"], route
+
+
+def _state(row: dict[str, Any]) -> BrokerState:
+    """The state a decision leaves its track in (:data:`~streaming.tools.states.WORDS`)."""
+    if row["decision"] == Decision.ROUTE_EXPIRED:
+        return BrokerState.OUT_OF_ROUTE
+    if row["decision"] == Decision.ROUTE_RESTORED:
+        return BrokerState.AVAILABLE
+    return WORDS[row["decision"]]
 
 
 WAITING = ["cluster", "transaction_id", "broker_name", "born_at", "effective_at", "next_check_at"]
