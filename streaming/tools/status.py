@@ -14,6 +14,7 @@ import pandas as pd
 
 from streaming.job.alive import read_alive
 from streaming.job.summary import RUNS
+from streaming.tools import OUTPUT_HINT
 from streaming.tools.explain import iso
 from streaming.tools.states import BrokerState, state_at, timeline
 from streaming.tools.units import duration
@@ -92,7 +93,7 @@ def status(output: Path, now: float | None = None) -> dict[str, Any]:
 
     now = time.time() if now is None else now
     if not (output / TableName.BATCHES / "_delta_log").is_dir():
-        raise ConfigError(f"--output {output}: no faultline tables here")
+        raise ConfigError(f"--output {output}: no faultline tables here; {OUTPUT_HINT}")
     batches = DeltaTable(str(output / TableName.BATCHES)).to_pandas(
         columns=["batch_id", "clock", "committed_at"]
     )

@@ -21,7 +21,7 @@ from streaming.config import load_scenario
 from streaming.job import failpoints, summary
 from streaming.job.progress import Progress
 from streaming.sim.simulator import HEARTBEAT_TIMEOUT_MS, SCAN_INTERVAL_MS, simulate
-from streaming.tools import status
+from streaming.tools import OUTPUT_HINT, status
 from streaming.tools.explain import iso
 from tests.streaming.conftest import (
     DECISION_TABLES,
@@ -138,7 +138,7 @@ def test_status_tells_a_stopped_job_from_a_running_and_a_stalled_one(
     assert missing.returncode == 2
     assert (
         missing.stderr.strip()
-        == f"faultline: --output {tmp_path / 'none'}: no faultline tables here"
+        == f"faultline: --output {tmp_path / 'none'}: no faultline tables here; {OUTPUT_HINT}"
     )
 
 

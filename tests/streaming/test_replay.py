@@ -15,6 +15,7 @@ import pytest
 from streaming.client import decision_state
 from streaming.job import summary
 from streaming.tools import explain, status
+from streaming.tools.dashboard.data import Model
 from streaming.tools.explain import iso
 from streaming.tools.states import BrokerState, spans, state_at, timeline
 from tests.streaming.conftest import OUTPUT_TABLES, Job, batch_rows, canonical, table
@@ -383,13 +384,15 @@ def test_a_window_older_than_the_retained_batches_is_refused(
 
 
 @pytest.mark.parametrize("run", ["quick", "default"])
-def test_explain_the_summary_and_status_say_the_same_of_every_broker(
+def test_explain_the_summary_the_dashboard_and_status_say_the_same_of_every_broker(
     run: str, request: pytest.FixtureRequest
 ) -> None:
     """At every instant of a cluster-scope decision, for every broker: explain's state is the
     vocabulary's (``streaming.tools.states``), and whether it takes sends, which explain works out
     from the FaultItem's rows, the policies' last word and the route, is what the state means;
-    the summary's time per state and status's brokers at the end come from the same words."""
+    the dashboard's windows (worked out on their own, the route's beside the FaultItem's) hold
+    the same state then; the summary's time per state and status's brokers at the end come from
+    the same words."""
     output = (
         request.getfixturevalue("reference")
         if run == "quick"
@@ -398,11 +401,16 @@ def test_explain_the_summary_and_status_say_the_same_of_every_broker(
     rows = table(output, "broker_decisions").query("scope == 'cluster'").to_dict("records")
     moments = timeline(rows)
     assert {m.state for m in moments} >= {BrokerState.ISOLATED, BrokerState.AVAILABLE}
+    page = Model(output, window_ms=None)
+    page.refresh()
+    windows = {c: page.windows(c) for c in page.clusters()}
     for m in moments:
         answer = explain.broker_at(output, m.broker, m.at, m.cluster, "cluster")
         now = state_at(moments, m.cluster, m.broker, m.at)
         assert now is not None and answer["state"] == now.state, (m.broker, m.at)
         assert answer["available"] == now.state.takes_sends, (m.broker, m.at, now.state)
+        shown = _dashboard_state(windows[m.cluster], m.broker, m.at)
+        assert shown == now.state, (m.broker, m.at)
     held = summary.time_per_state(output)
     for s in spans(moments):
         if s.state != BrokerState.AVAILABLE:
@@ -414,3 +422,13 @@ def test_explain_the_summary_and_status_say_the_same_of_every_broker(
         for b in {m.broker for m in moments}
         if (now := state_at(moments, moments[0].cluster, b, clock)) and now.state != "available"
     }
+
+
+def _dashboard_state(windows: pd.DataFrame, broker: str, at: int) -> str:
+    """The state the dashboard's cluster-scope windows show for ``broker`` at ``at``: out of
+    the route whatever the FaultItem's track says, else that track's window, else available."""
+    w = windows[(windows["scope"] == "cluster") & (windows["broker_name"] == broker)]
+    holds = w[(w["start"] <= at) & (w["end"].isna() | (w["end"] > at))]["state"].tolist()
+    if BrokerState.OUT_OF_ROUTE in holds:
+        return BrokerState.OUT_OF_ROUTE
+    return holds[-1] if holds else BrokerState.AVAILABLE
