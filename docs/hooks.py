@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # `mkdocs build` from a checkout that is not installed
     sys.path.insert(0, str(ROOT))
 
-GENERATED = "This page is generated from the code when the site is built (`docs/hooks.py`)."
+GENERATED = "This page is generated from the code when the site is built (`docs/hooks.py`).\n"
 
 
 def on_files(files: Files, config: MkDocsConfig) -> Files:
