@@ -39,12 +39,20 @@ def _listed(pattern: str, word: str = r"[A-Z][A-Z_]+") -> set[str]:
     return set(re.findall(rf"`({word})`", _passage(pattern)))
 
 
+_KINDS = r"^\*\*Event kinds\*\*, and their fields:\n\n(.*?)\n\n"
+"""The table of event kinds: its first column names them."""
+
 LISTS = {
     TableName: _listed(r"^- \*\*Tables\*\*:(.*?)^- ", word=r"[a-z_]+"),
     Decision: _listed(r"^- \*\*Decisions\*\* \(`broker_decisions.decision`\):(.*?)^- "),
     ProducerState: _listed(r"^- \*\*Producer states\*\* \(.*?\):(.*?)^- "),
     TransactionState: _listed(r"^- \*\*Transaction states\*\* \(`transactions.state`\):(.*?)^- "),
-    EventKind: _listed(r"^\*\*Event kinds:\*\*\n\n(.*?)\n\n", word=r"[a-z_]+"),
+    EventKind: set(
+        re.findall(
+            r"`([a-z_]+)`",
+            " ".join(re.findall(r"^\| ((?:`[a-z_]+`(?:, )?)+) \|", _passage(_KINDS), re.M)),
+        )
+    ),
     ReasonCode: set(
         re.findall(r"^- `([A-Z_]+)`", _passage(r"^\*\*Reason codes\*\* .*?:\n\n(.*?)\n\n"), re.M)
     ),
