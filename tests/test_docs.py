@@ -34,6 +34,13 @@ def test_the_readme_is_short_and_starts_with_the_two_commands() -> None:
     assert COMMANDS[1] in (ROOT / ".ci" / "run").read_text()
 
 
+def test_the_readme_links_to_pages_that_exist() -> None:
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", README)
+    assert any(link.startswith("docs/") for link in links)
+    for link in links:
+        assert (ROOT / link).is_file(), link
+
+
 def test_the_site_builds_strictly_without_the_network(tmp_path: Path) -> None:
     nowhere = "http://127.0.0.1:9"  # a fetch at build time fails instead of reaching out
     env = {
