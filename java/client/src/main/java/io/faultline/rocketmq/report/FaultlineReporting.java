@@ -27,7 +27,8 @@ import org.slf4j.LoggerFactory;
 /**
  * faultline's reporting installed in a RocketMQ producer (or push consumer): a
  * {@link FaultlineSendHook} (a {@link FaultlineConsumeHook}) registered with the client, a
- * {@link SharedReporter} with the rule of docs/producers/summaries.md, a {@link KafkaSink} to the send-results topic, and
+ * {@link SharedReporter} with the rule of docs/producers/summaries.md, a {@link KafkaSink} to the
+ * send-results topic, and
  * a timer thread that closes the windows that ended (every {@code flushIntervalMs}, 1 s) and
  * reports the call timeouts the hook cannot see.
  *
