@@ -142,6 +142,8 @@ def events_page() -> str:
         " epoch milliseconds, or ISO-8601 text. Fields the parser does not know are ignored."
         " What each field means: [Input events](../events.md).",
         "",
+        "## Fields",
+        "",
         "| field | read as | required by |",
         "|---|---|---|",
     ]
