@@ -3,7 +3,7 @@ that follow faultline's decisions.
 
 A producer reports after each send attempt and each consume through a :class:`Reporter`
 (:class:`KafkaReporter` publishes to the send-results topic): in full what can change a
-decision, the rest in summaries (the README's "Reporting in summaries").
+decision, the rest in summaries (docs/producers/summaries.md).
 
 faultline publishes the cluster scope's decisions to a compacted topic (``faultline.decisions``):
 key ``broker/<cluster>/<broker>``, the latest decision about that broker's FaultItem, with
@@ -298,7 +298,7 @@ WINDOW_MS = 10_000
 default; the job's ``latency_outlier_window`` must be a multiple of it), so no summary straddles
 one. It is also no longer than the 5.x isolation a broker exception causes (10 s), within which
 another producer's summary that began before the exception sets the broker reachable again in
-the ``cluster`` scope (README, "Reporting in summaries"). At 100 messages a second over 12
+the ``cluster`` scope (docs/producers/summaries.md). At 100 messages a second over 12
 brokers a window holds about 80 sends per broker, against 8 in a window of 1 s."""
 BUFFER = 10_000
 """Records a reporter holds while Kafka cannot take them; a full buffer drops summaries first."""
@@ -351,7 +351,7 @@ class Reporter:
     event only when it holds nothing else. What it dropped is counted (:attr:`dropped`) and
     told in the next summary's ``dropped``.
 
-    Each send is a ``send_result`` event (the README's "Input events") as a dict; ``event_id``
+    Each send is a ``send_result`` event (docs/events.md) as a dict; ``event_id``
     may be left out (the reporter numbers its events), and ``queue_index``, the producer's
     ``sendWhichQueue`` after the send, is carried into summaries only.
     """

@@ -74,15 +74,15 @@ def test_docker_compose_creates_the_topics_the_job_uses() -> None:
     decisions = JobConfig().decisions_topic
     assert f"--topic {decisions} --partitions 1 --replication-factor 1" in command
     assert "cleanup.policy=compact" in command.split(f"--topic {decisions}")[1]
-    readme = (PROJECT / "README.md").read_text()
-    assert "--topic faultline.events" in command and "--topic faultline.events" in readme
+    kafka = (PROJECT / "docs" / "kafka.md").read_text()
+    assert "--topic faultline.events" in command and "--topic faultline.events" in kafka
     events = command.split("--topic faultline.events")[1].split("&&")[0]
     assert "--config message.timestamp.type=LogAppendTime" in events
 
 
 def test_the_shipped_configuration_has_every_setting_and_every_flag_sets_one() -> None:
     """conf/faultline.yaml lists every setting with its default, and each flag of ``faultline
-    run`` is the key of its name (the README promises both)."""
+    run`` is the key of its name (docs/running.md promises both)."""
     shipped = yaml.safe_load(DEFAULT_CONFIG.read_text())
     assert set(shipped) == set(JobConfig.model_fields)
     assert set(shipped["policies"]) == set(PoliciesConfig.model_fields)

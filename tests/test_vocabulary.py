@@ -1,4 +1,4 @@
-"""The closed vocabulary (``udfs.vocabulary``): the README lists exactly its words, the code
+"""The closed vocabulary (``udfs.vocabulary``): the documentation lists exactly its words, the code
 uses no others, and it loads without pandas, pyarrow or Spark."""
 
 from __future__ import annotations
@@ -22,37 +22,48 @@ from udfs.vocabulary import (
     TransactionState,
 )
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+PAGES = "\n\n".join((DOCS / page).read_text() for page in ("tables.md", "events.md")) + "\n"
+"""The pages that list the words: docs/tables.md ("Names") and docs/events.md."""
 
 
 def _passage(pattern: str) -> str:
-    """The one README passage ``pattern`` matches (its group 1)."""
-    found = re.findall(pattern, README, flags=re.DOTALL | re.MULTILINE)
-    assert len(found) == 1, f"{pattern!r} matches {len(found)} README passages"
+    """The one passage of the pages that ``pattern`` matches (its group 1)."""
+    found = re.findall(pattern, PAGES, flags=re.DOTALL | re.MULTILINE)
+    assert len(found) == 1, f"{pattern!r} matches {len(found)} passages of docs/"
     return str(found[0])
 
 
 def _listed(pattern: str, word: str = r"[A-Z][A-Z_]+") -> set[str]:
-    """The backquoted words of the README passage ``pattern`` matches."""
+    """The backquoted words of the passage ``pattern`` matches."""
     return set(re.findall(rf"`({word})`", _passage(pattern)))
 
+
+_KINDS = r"^\*\*Event kinds\*\*, and their fields:\n\n(.*?)\n\n"
+"""The table of event kinds: its first column names them."""
 
 LISTS = {
     TableName: _listed(r"^- \*\*Tables\*\*:(.*?)^- ", word=r"[a-z_]+"),
     Decision: _listed(r"^- \*\*Decisions\*\* \(`broker_decisions.decision`\):(.*?)^- "),
     ProducerState: _listed(r"^- \*\*Producer states\*\* \(.*?\):(.*?)^- "),
     TransactionState: _listed(r"^- \*\*Transaction states\*\* \(`transactions.state`\):(.*?)^- "),
-    EventKind: _listed(r"^\*\*Event kinds:\*\*\n\n(.*?)\n\n", word=r"[a-z_]+"),
+    EventKind: set(
+        re.findall(
+            r"`([a-z_]+)`",
+            " ".join(re.findall(r"^\| ((?:`[a-z_]+`(?:, )?)+) \|", _passage(_KINDS), re.M)),
+        )
+    ),
     ReasonCode: set(
         re.findall(r"^- `([A-Z_]+)`", _passage(r"^\*\*Reason codes\*\* .*?:\n\n(.*?)\n\n"), re.M)
     ),
 }
-"""Where the README lists each vocabulary: its "Names" list (tables, decisions, producer states,
-transaction states) and the "Input events" section (event kinds, reason codes)."""
+"""Where the documentation lists each vocabulary: the "Names" list of docs/tables.md (tables,
+decisions, producer states, transaction states) and docs/events.md (event kinds, reason
+codes)."""
 
 
 @pytest.mark.parametrize("vocabulary", LISTS, ids=lambda v: v.__name__)
-def test_the_readme_lists_every_word_and_no_other(vocabulary: type[StrEnum]) -> None:
+def test_the_docs_list_every_word_and_no_other(vocabulary: type[StrEnum]) -> None:
     assert LISTS[vocabulary] == {m.value for m in vocabulary}
 
 

@@ -5,8 +5,8 @@ The input contract: one JSON object per Kafka message value or per line of a JSO
 a row of a Parquet file); times are integer ms since the epoch, or an ISO-8601 text. Every event
 has ``event_id`` (required, unique: a repeat is counted as a duplicate) and ``event_time``
 (required), ``kind`` (one of :data:`udfs.schema.EVENT_KINDS`, default ``send_result``) and
-``cluster`` (default ``default``); :data:`REQUIRED` lists each kind's required fields, and the
-README's "Input events" every field. Fields the parser does not type are ignored. The checks run
+``cluster`` (default ``default``); :data:`REQUIRED` lists each kind's required fields, and
+docs/events.md every field. Fields the parser does not type are ignored. The checks run
 in a fixed order and the first that fails names the record's reason code: ``DATA_LOSS``,
 ``MALFORMED_JSON``, ``WRONG_TYPE``, ``UNKNOWN_KIND``, ``MISSING_FIELD`` (an empty required text
 counts as missing), ``EVENT_TIME_OUT_OF_RANGE`` (outside 2000-2100), ``NEGATIVE_LATENCY``,

@@ -2,8 +2,8 @@
 
 Three kinds of event put a message into the delay queue of its level (``schedule_queue_id`` =
 level - 1, ``deliver_at`` = store time + the level's delay), with RocketMQ's rules for delay
-levels and send-back as :mod:`udfs.rocketmq._delay` states them (the README's "Delay queues,
-retries and the DLQ" says what faultline adds):
+levels and send-back as :mod:`udfs.rocketmq._delay` states them (docs/delay-queues.md says
+what faultline adds):
 
 * ``send_failure``: a ``send_result`` after which the producer gives up (:attr:`Next.FAIL`). The
   message goes back to its topic at level ``3 + redelivery_count`` (clamped to the maximum), or to

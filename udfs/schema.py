@@ -1,7 +1,8 @@
 """Column names and types of the parsed events and of every output table, as pyarrow schemas:
-the contract that producers, dashboards and replays rely on (the README's "Input events" and
-"Output tables" say the same for users). The Spark layer and the Delta sink derive their schemas
-from these. Columns may be added; the names here are never renamed.
+the contract that producers, dashboards and replays rely on (docs/events.md and docs/tables.md
+say the same for users; docs/hooks.py writes the reference pages from these). The Spark layer
+and the Delta sink derive their schemas from these. Columns may be added; the names here are
+never renamed.
 
 Input (:data:`EVENTS`), one kind per event (:data:`EVENT_KINDS`):
 

@@ -52,8 +52,8 @@ class ProducerState(StrEnum):
 
 
 class TransactionState(StrEnum):
-    """A ``transactions.state``: a change of a transactional half message (the README's
-    "Transactional messages" says when each comes)."""
+    """A ``transactions.state``: a change of a transactional half message (docs/transactions.md
+    says when each comes)."""
 
     PREPARED = "PREPARED"
     COMMIT = "COMMIT"

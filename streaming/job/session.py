@@ -182,7 +182,7 @@ def python_env(local: bool) -> None:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     # PySpark warns once per process that pandas 3 is new to it; results are the same
-    # (README, "Development")
+    # (docs/development.md)
     os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
     warnings.filterwarnings("ignore", category=FutureWarning, module="pyspark")
 

@@ -21,8 +21,8 @@ each retry the broker delivered to ``%RETRY%`` and each message in its ``%DLQ%``
 ``redeliveries`` (:func:`judge_retries`).
 
 ``python -m streaming.tools.judge --data DIR`` runs the whole matrix on a fresh testbed (a
-producer of every client version and mode through every kind of fault) and prints the README's
-table.
+producer of every client version and mode through every kind of fault) and prints the table of
+docs/real-rocketmq.md.
 """
 
 from __future__ import annotations

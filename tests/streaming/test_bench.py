@@ -1,4 +1,4 @@
-"""The benchmark runs end to end and prints what the README says it prints (it is not timed)."""
+"""The benchmark runs end to end and prints what docs/ says it prints (it is not timed)."""
 
 from __future__ import annotations
 

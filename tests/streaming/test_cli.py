@@ -43,7 +43,7 @@ def test_bad_configuration_stops_before_spark_and_names_the_key(tmp_path: Path) 
 
 
 def test_a_checkpoint_is_not_resumed_with_another_source(tmp_path: Path) -> None:
-    """The README's default run, then a Kafka or files run on the same checkpoint: refused,
+    """The quick start's default run, then a Kafka or files run on the same checkpoint: refused,
     before Spark starts, naming both sources."""
     mark = tmp_path / "checkpoints" / "faultline" / "faultline-source.json"
     mark.parent.mkdir(parents=True)

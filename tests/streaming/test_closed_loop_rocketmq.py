@@ -12,7 +12,7 @@ an answer of 700 ms, so a producer alone goes back to it every few seconds, and 
 where faultline's decisions let it. A 4.x producer isolates it for 30 s (and a frozen broker for 10
 minutes) by itself, and would hide whether the loop works; on a frozen broker, 5.x producers that
 follow leak through a probation the job publishes while the broker is out of the route (the
-README's closed-loop section), and the relation would be a matter of luck."""
+closed loop's page, docs/closed-loop.md), and the relation would be a matter of luck."""
 
 from __future__ import annotations
 

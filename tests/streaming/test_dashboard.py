@@ -50,7 +50,8 @@ COUNTED = {
     "ends to an unavailable broker": ("END_TO_UNAVAILABLE_BROKER",),
     "ends rejected": ("END_REJECTED",),
 }
-"""The transactions panel's counts over time, and the states each counts (README, "States")."""
+"""The transactions panel's counts over time, and the states each counts (docs/transactions.md,
+"States")."""
 OUTAGE = (T0 + 20_000, T0 + 32_000)  # quick.yaml: broker-a, -b and -c down at 20 s for 12 s
 
 

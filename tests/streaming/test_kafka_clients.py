@@ -44,7 +44,7 @@ def _count(bootstrap: str, topic: str, expected: int, limit: float = 60, group: 
 
 
 def test_the_broker_runs_in_the_background_until_it_is_told_to_stop(tmp_path: Path) -> None:
-    """As the README starts it: no terminal, its input at end of file from the start; stopped
+    """As docs/kafka.md starts it: no terminal, its input at end of file from the start; stopped
     and started again on its folder, it has its messages."""
 
     def serve() -> tuple[subprocess.Popen[str], str]:

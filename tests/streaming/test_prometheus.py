@@ -51,7 +51,7 @@ def test_docker_compose_runs_the_shipped_prometheus_on_the_documented_port() -> 
     assert shipped["rule_files"] == [RULES.name]
     targets = shipped["scrape_configs"][0]["static_configs"][0]["targets"]
     assert targets == ["127.0.0.1:9464"]
-    assert "--metrics.port 9464" in (ROOT / "README.md").read_text()
+    assert "--metrics.port 9464" in (ROOT / "docs" / "metrics.md").read_text()
 
 
 def test_every_alert_fires_on_a_series_of_its_own() -> None:
@@ -67,9 +67,9 @@ def test_every_alert_fires_on_a_series_of_its_own() -> None:
     assert fired == {a["alert"] for a in alerts}
     for alert in alerts:  # each says what and where to look
         assert alert["annotations"]["summary"]
-        assert alert["annotations"]["runbook"].startswith(
-            f"README, Metrics and alerts, {alert['alert']}: "
-        )
+        page = f"docs/runbook/{alert['alert']}.md"
+        assert alert["annotations"]["runbook"].startswith(f"{page}: ")
+        assert (ROOT / page).is_file(), page
 
 
 def _counter_row(cluster: str, shard: int, figures: dict[str, Any], **counts: int) -> Any:

@@ -177,7 +177,8 @@ def test_a_producer_without_latency_fault_holds_nothing_and_neither_does_faultli
 @pytest.mark.parametrize("profile", ["rocketmq-4.9", "rocketmq-5"])
 def test_async_producers_differ_only_where_no_hook_sees(judged: Judged, profile: str) -> None:
     """An ASYNC producer's table differs from faultline's where its callback retried unseen,
-    where a send was out, or in a latency only (the judge's ``async-*`` kinds, README)."""
+    where a send was out, or in a latency only (the judge's ``async-*`` kinds,
+    docs/real-rocketmq.md)."""
     verdict = judged.verdict(profile, mode="ASYNC")
     assert verdict.attempts > 250 and verdict.items > 750
     assert verdict.unexplained() == []
@@ -189,7 +190,7 @@ def test_async_producers_differ_only_where_no_hook_sees(judged: Judged, profile:
 
 def test_every_retry_went_where_faultline_or_the_round_robin_said(judged: Judged) -> None:
     """A retry goes to faultline's broker, or to the one RocketMQ's round-robin gives from the
-    failed queue where faultline's own index points elsewhere (``index``, README)."""
+    failed queue where faultline's own index points elsewhere (``index``, docs/real-rocketmq.md)."""
     sync = [v for v in judged.verdicts if v.mode == "SYNC"]
     assert {v.profile for v in sync if v.retries} == set(rocketmq.CLIENTS)
     assert [r for v in sync for r in v.retry_differences] == []

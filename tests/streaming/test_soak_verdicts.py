@@ -44,7 +44,8 @@ def _verdict(found: list[Verdict], name: str) -> Verdict:
         # 2 MB a line: 114 MB is within 10% of 106 MB, but the last quarter's least, 112 MB,
         # never comes back within 5% of 106 MB: a leak
         ([100, 102, 104, 106, 108, 110, 112, 114], 106, 114, False),
-        # as steady as a live heap gets: the README's soak measured 101-114 MB over 2,400 batches
+        # as steady as a live heap gets: the soak of docs/maintenance.md measured 101-114 MB over
+        # 2,400 batches
         ([101, 114, 103, 112, 101, 113, 104, 110], 112, 113, True),
         # one high line, then back: no growth
         ([100, 104, 100, 104, 100, 100, 109, 101], 104, 109, True),
@@ -77,8 +78,9 @@ def test_a_resident_memory_that_grows_within_the_tolerance_meets_the_goal() -> N
 
 
 def test_a_figure_under_its_bound_by_design_meets_the_goal_however_it_grew() -> None:
-    """The README's hdfs run: the JVM's RSS rose from 879 to 1,055 MB as its collector grew the
-    heap toward its limit, under the bound of the heap limit and what it committed outside."""
+    """The hdfs run of docs/maintenance.md: the JVM's RSS rose from 879 to 1,055 MB as its
+    collector grew the heap toward its limit, under the bound of the heap limit and what it
+    committed outside."""
     mb = [800, 850, 870, 879, 950, 1_000, 1_049, 1_055]
     rss = {"driver JVM RSS": [m * MB for m in mb]}
     bound = 1_200 * MB

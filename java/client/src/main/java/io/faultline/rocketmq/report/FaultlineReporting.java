@@ -27,7 +27,8 @@ import org.slf4j.LoggerFactory;
 /**
  * faultline's reporting installed in a RocketMQ producer (or push consumer): a
  * {@link FaultlineSendHook} (a {@link FaultlineConsumeHook}) registered with the client, a
- * {@link SharedReporter} with the README's rule, a {@link KafkaSink} to the send-results topic, and
+ * {@link SharedReporter} with the rule of docs/producers/summaries.md, a {@link KafkaSink} to the
+ * send-results topic, and
  * a timer thread that closes the windows that ended (every {@code flushIntervalMs}, 1 s) and
  * reports the call timeouts the hook cannot see.
  *
@@ -53,7 +54,7 @@ public final class FaultlineReporting implements Closeable {
     private static final AtomicInteger THREADS = new AtomicInteger();
     private static final Pattern VERSION = Pattern.compile("V(\\d+)_(\\d+)_(\\d+)");
 
-    /** What {@code install} needs; the defaults are the README's. */
+    /** What {@code install} needs; the defaults are those of docs/producers/java.md. */
     public static final class Settings {
         private String bootstrapServers;
         private String topic = "faultline.events";

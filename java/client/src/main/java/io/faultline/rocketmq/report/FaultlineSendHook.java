@@ -21,7 +21,7 @@ import org.slf4j.LoggerFactory;
 
 /**
  * A producer's {@link SendMessageHook} that turns every send attempt it sees into a
- * {@code send_result} event (the README's "Input events") and hands it to the
+ * {@code send_result} event (docs/events.md) and hands it to the
  * {@link SharedReporter}. {@code DefaultMQProducerImpl.sendKernelImpl} runs the hook around every
  * attempt, retries included.
  *
@@ -43,7 +43,7 @@ import org.slf4j.LoggerFactory;
  * lock; nothing on the path waits for Kafka. Nothing the hook does throws into the send: an error
  * is counted ({@link #errors()}) and logged once.
  *
- * <p><b>What the hook cannot see</b> (the README's "faultline against a real RocketMQ"):
+ * <p><b>What the hook cannot see</b> (docs/real-rocketmq.md):
  * <ul>
  * <li>SYNC's call-timeout {@code break}: the loop picks a queue, finds the budget spent and stops
  * without an attempt. When a failed SYNC attempt is one the producer retries (the outcome table:

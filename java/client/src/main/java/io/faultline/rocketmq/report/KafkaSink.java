@@ -42,7 +42,7 @@ public final class KafkaSink implements Sink, Closeable {
 
     /**
      * @param bootstrapServers Kafka's {@code bootstrap.servers}
-     * @param topic the topic faultline's job reads ({@code faultline.events} in the README)
+     * @param topic the topic faultline's job reads ({@code faultline.events} in docs/kafka.md)
      * @param options more producer settings (security, acks, ...), over the defaults
      */
     public KafkaSink(String bootstrapServers, String topic, Map<String, ?> options) {

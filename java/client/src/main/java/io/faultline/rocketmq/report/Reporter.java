@@ -14,7 +14,7 @@ import java.util.TreeMap;
 /**
  * What a producer calls after each send attempt ({@link #send}) and a consumer after each consume
  * ({@link #consume}), and at shutdown ({@link #close}): a port of Python's
- * {@code streaming.client.Reporter} (the README's "Reporting in summaries") that hands its sink
+ * {@code streaming.client.Reporter} (docs/producers/summaries.md) that hands its sink
  * the same bytes for the same calls (the shared vectors in {@code tests/vectors/reporter}).
  *
  * <p><b>The rule.</b> It reports in full every send that can change a decision, and summarizes

@@ -8,8 +8,8 @@ import java.util.Objects;
 import java.util.Set;
 
 /**
- * One send attempt's result, the fields of a {@code send_result} event (the README's "Input
- * events") that {@link Reporter#send} takes: what Python's reporter takes as a dict. The four the
+ * One send attempt's result, the fields of a {@code send_result} event (docs/events.md) that
+ * {@link Reporter#send} takes: what Python's reporter takes as a dict. The four the
  * rule always needs are the constructor's; the others are left out of the record while unset
  * (null). {@code queueIndex}, the producer's {@code sendWhichQueue} after the send, goes into
  * summaries only. Fields the event has no setter for go through {@link #field}.
