@@ -463,6 +463,43 @@ def test_the_first_load_and_a_refresh_open_only_the_days_of_the_window(tmp_path:
     pd.testing.assert_frame_equal(fresh.latency(CLUSTER), model.latency(CLUSTER))
 
 
+def test_the_delay_queues_are_read_from_a_day_before_the_window_and_wait_as_in_the_summary(
+    tmp_path: Path,
+) -> None:
+    """Ten days of delay queues, without file statistics: a two-hour window opens the day
+    folders from a day before it (``LOOKBACK_MS``), no more, and still says what waits at the
+    end as the run summary does over the whole tables; scheduled and released count the
+    window."""
+    create_tables(tmp_path, {"delta.dataSkippingNumIndexedCols": "0"})
+    day, hour = 86_400_000, 3_600_000
+    for d in range(10):
+        for h in (1, 23):  # two files a day
+            t = T0 - 10 * hour + d * day + h * hour
+            entries = [
+                {"cluster": CLUSTER, "message_id": f"m{d}-{h}-{i}", "delay_level": 3,
+                 "store_time": t + i, "deliver_at": t + i + 10_000, "dlq": False}
+                for i in range(3)
+            ]  # fmt: skip
+            _append(tmp_path, "schedule_entries", entries, d)
+            last = (d, h) == (9, 23)
+            _append(tmp_path, "redeliveries", entries[:2] if last else entries, d)
+    clock = T0 - 10 * hour + 9 * day + 23 * hour + MINUTE
+    _append(tmp_path, "batches", [_batch(0, clock)], 0)
+    model = Model(tmp_path, window_ms=2 * hour)
+    model.refresh()
+    assert model.feeds["schedule_entries"].reads == 4  # days 8 and 9, of 20 files
+    assert model.feeds["redeliveries"].reads == 4
+    got = model.delay_levels(CLUSTER).set_index("delay_level")
+    summary = delay_queues(tmp_path)
+    assert got.loc[3, "waiting"] == summary.loc[3, "waiting"] == 1
+    assert (got.loc[3, "scheduled"], got.loc[3, "released"]) == (3, 2)  # the window's: 23:00
+    whole = Model(tmp_path, window_ms=None)
+    whole.refresh()
+    expected = summary.rename_axis("delay_level").reset_index()
+    got = whole.delay_levels(CLUSTER)
+    pd.testing.assert_frame_equal(got[expected.columns], expected, check_names=False)
+
+
 def test_the_slowest_brokers_by_p99_over_the_window(out: Path) -> None:
     p99s = {"b-1": 40, "b-2": 900, "b-3": 120, "b-4": 7}
     rows = [

@@ -89,7 +89,7 @@ COLUMNS = {
     ],
     TableName.HEARTBEATS: ["cluster", "event_time"],
     TableName.SCHEDULE_ENTRIES: ["cluster", "delay_level", "store_time"],
-    TableName.REDELIVERIES: ["cluster", "delay_level", "deliver_at", "dlq"],
+    TableName.REDELIVERIES: ["cluster", "delay_level", "store_time", "deliver_at", "dlq"],
     TableName.QUARANTINE: ["reason_code", "reason", "raw", "origin", "seen_at"],
     TableName.LATE_EVENTS: ["cluster", "kind", "event_time", "clock", "raw", "origin"],
     TableName.TRANSACTIONS: [
@@ -106,14 +106,28 @@ COLUMNS = {
 """The tables the page reads and, of each, the columns it needs."""
 WHERE = {TableName.FAULT_ITEMS: ds.field("scope") == "cluster"}
 """Rows the page needs, read as such: the cluster scope has one fault item per send result."""
+LOOKBACK_MS = 86_400_000
+"""How far before the window the page reads the tables whose rows still matter after their time:
+a message waits in a delay queue at most its level's delay (2 h at RocketMQ's level 18), a half
+message at most its checks (15 of 60 s by RocketMQ's defaults); both end well within a day."""
+BEFORE_WINDOW: dict[str, int] = {
+    TableName.SCHEDULE_ENTRIES: LOOKBACK_MS,
+    TableName.REDELIVERIES: LOOKBACK_MS,
+    TableName.TRANSACTIONS: LOOKBACK_MS,
+}
+"""The tables read from :data:`LOOKBACK_MS` before the window: what is still waiting at the
+clock (a delay queue's messages, a half message) began no earlier."""
 WINDOWED = (
     TableName.FAULT_ITEMS,
     TableName.BROKER_DECISIONS,
     TableName.ROUTING_DECISIONS,
     TableName.HEARTBEATS,
+    *BEFORE_WINDOW,
 )
-"""Tables read only within the window; the others are counted over their whole life (a half
-message may wait longer than the window: its last row may be older)."""
+"""Tables read only from the window's start (or :data:`BEFORE_WINDOW`'s), so the first load and
+a refresh do not grow with the days the tables keep. ``quarantine`` and ``late_events`` are read
+whole: their days are those of the records' own times (a late event's may be long before it
+came), and both are few and expire with the tables' retention (``maintenance``)."""
 
 
 class TablesError(FaultlineError):
@@ -324,7 +338,9 @@ class Model:
         )
         self.scheduled = MinuteStore(["cluster", "delay_level"], ["messages"])
         self.released = MinuteStore(["cluster", "delay_level", "dlq"], ["messages"])
-        self.levels = pd.DataFrame(columns=["cluster", "delay_level", "what", "messages"])
+        self.queued = MinuteStore(["cluster", "delay_level"], ["entries", "releases"])
+        """Per minute of ``store_time``: messages that entered a delay queue, and of them the
+        ones released (or sent to the DLQ): the difference is what still waits."""
         self.transacted = MinuteStore(["cluster", "state"], ["rows"])
         self.waiting = pd.DataFrame(columns=WAITING)
         """Per transaction still waiting for an end or a check, its latest row."""
@@ -355,7 +371,7 @@ class Model:
         for name in COLUMNS:
             if name == TableName.BATCHES:
                 continue
-            removed, rows = self.feeds[name].poll(self.since)
+            removed, rows = self.feeds[name].poll(self._read_from(name))
             if removed:
                 log.info("%s: files were removed (compaction?): reading it again", name)
                 self._start()
@@ -366,9 +382,19 @@ class Model:
             stores = (self.sends, self.failures, self.routing, self.scheduled, self.released)
             for store in (*stores, self.transacted):
                 store.drop_before(self.since)
+            self.queued.drop_before(cast(int, self._read_from(TableName.SCHEDULE_ENTRIES)))
             self.summary = self.summary[self.summary["minute"] + MINUTE > self.since]
         self.refreshed += 1
         return None
+
+    def _read_from(self, name: str) -> int | None:
+        """Where the read of ``name`` starts: the window's start, or as far before it as
+        :data:`BEFORE_WINDOW` says, on a whole minute (a message's entry into a delay queue and
+        its release, which cannot come before it, are then kept or dropped together)."""
+        if self.since is None:
+            return None
+        start = int(self.since) - BEFORE_WINDOW.get(name, 0)
+        return start - start % MINUTE
 
     # -- folding each table's new rows ----------------------------------------------------
 
@@ -461,20 +487,15 @@ class Model:
         frame["minute"] = _minute(frame["store_time"])
         frame["messages"] = 1
         self.scheduled.add(frame)
-        self._count_levels(frame.assign(what="scheduled"))
+        self.queued.add(frame.assign(entries=1, releases=0))
 
     def _fold_redeliveries(self, rows: pa.Table) -> None:
         frame = rows.to_pandas()
         frame["minute"] = _minute(frame["deliver_at"])
         frame["messages"] = 1
         self.released.add(frame)
-        self._count_levels(frame.assign(what=np.where(frame["dlq"], "dlq", "released")))
-
-    def _count_levels(self, frame: pd.DataFrame) -> None:
-        keys = ["cluster", "delay_level", "what"]
-        new = frame.groupby(keys, as_index=False)[["messages"]].sum()
-        both = pd.concat([self.levels, new], ignore_index=True) if len(self.levels) else new
-        self.levels = both.groupby(keys, as_index=False)[["messages"]].sum()
+        queued = frame[frame["delay_level"] > 0]  # level 0: to the DLQ at once, never queued
+        self.queued.add(queued.assign(minute=_minute(queued["store_time"]), entries=0, releases=1))
 
     def _fold_transactions(self, rows: pa.Table) -> None:
         self._clock(rows["cluster"], rows["effective_at"])
@@ -627,17 +648,24 @@ class Model:
         return r[(r["cluster"] == cluster) & (r["scope"] == scope)].reset_index(drop=True)
 
     def delay_levels(self, cluster: str) -> pd.DataFrame:
-        """Per level, over the tables' whole life: scheduled, released, to the DLQ, waiting;
-        level 0 counts the messages that went to the DLQ at once."""
-        lv = self.levels[self.levels["cluster"] == cluster]
-        counts = lv.pivot_table(
-            index="delay_level", columns="what", values="messages", aggfunc="sum", fill_value=0
+        """Per level: messages scheduled, released and sent to the DLQ in the window (level 0:
+        to the DLQ at once), and still waiting at the end of what the tables hold. Over a
+        window that covers the tables (``--window all``), the run summary's counts."""
+        s = self.scheduled.frame()
+        r = self.released.frame()
+        r = r[r["cluster"] == cluster]
+        dlq = r["dlq"].astype(bool)
+        q = self.queued.frame()
+        q = q[q["cluster"] == cluster].groupby("delay_level")[["entries", "releases"]].sum()
+        counts = pd.DataFrame(
+            {
+                "scheduled": s[s["cluster"] == cluster].groupby("delay_level")["messages"].sum(),
+                "released": r[~dlq].groupby("delay_level")["messages"].sum(),
+                "dlq": r[dlq].groupby("delay_level")["messages"].sum(),
+                "waiting": q["entries"] - q["releases"],
+            }
         )
-        counts = counts.reindex(columns=["scheduled", "released", "dlq"], fill_value=0)
-        counts = counts.astype("int64")
-        counts["waiting"] = (
-            counts["scheduled"] - counts["released"] - counts["dlq"].where(counts.index > 0, 0)
-        )
+        counts = counts.fillna(0).astype("int64")
         return counts.sort_index().rename_axis("delay_level").reset_index()
 
     def delay_minutes(self, cluster: str) -> pd.DataFrame:
