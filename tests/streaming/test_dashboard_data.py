@@ -500,6 +500,19 @@ def test_the_delay_queues_are_read_from_a_day_before_the_window_and_wait_as_in_t
     pd.testing.assert_frame_equal(got[expected.columns], expected, check_names=False)
 
 
+def test_batches_before_the_window_are_not_opened(out: Path) -> None:
+    """The window's start comes from the newest clock in the ``batches`` log's statistics, so
+    the batches before it are skipped unopened, as the other tables' files are."""
+    hour = 3_600_000
+    for b in range(10):  # a batch an hour, a file each
+        _append(out, "batches", [_batch(b, T0 + b * hour)], b)
+    model = Model(out, window_ms=2 * hour)
+    model.refresh()
+    assert model.since == T0 + 7 * hour
+    assert model.feeds["batches"].reads == 3
+    assert model.batches["batch_id"].tolist() == [7, 8, 9]
+
+
 def test_the_slowest_brokers_by_p99_over_the_window(out: Path) -> None:
     p99s = {"b-1": 40, "b-2": 900, "b-3": 120, "b-4": 7}
     rows = [

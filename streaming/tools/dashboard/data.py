@@ -117,7 +117,10 @@ BEFORE_WINDOW: dict[str, int] = {
 }
 """The tables read from :data:`LOOKBACK_MS` before the window: what is still waiting at the
 clock (a delay queue's messages, a half message) began no earlier."""
+READ_BY = {**TIME_COLUMNS, TableName.BATCHES: "clock"}
+"""The column by which a window skips each table's files: its event time, the batch's clock."""
 WINDOWED = (
+    TableName.BATCHES,
     TableName.FAULT_ITEMS,
     TableName.BROKER_DECISIONS,
     TableName.ROUTING_DECISIONS,
@@ -185,17 +188,28 @@ class Feed:
         self.reads = 0
         """Files read so far (the benchmark and tests look at it)."""
 
-    def poll(self, since: int | None) -> tuple[bool, pa.Table | None]:
-        """``(removed, rows)``: whether files read before are gone from the table (then the
-        rows are the whole table again), and the rows of the new files, or None. With ``since``,
-        files whose event times all fall before it are skipped."""
+    def latest(self, column: str) -> int | None:
+        """The largest ``column`` in the table's files, from the Delta log's statistics alone
+        (None: no file has them)."""
+        actions = pa.table(self._load().get_add_actions(flatten=True))
+        name = f"max.{column}"
+        top = pc.max(actions[name]).as_py() if name in actions.column_names else None
+        return None if top is None else int(top)
+
+    def _load(self) -> Any:
         from deltalake import DeltaTable
 
         if self.table is None:
             self.table = DeltaTable(str(self.path))
         else:
             self.table.update_incremental()
-        version = self.table.version()
+        return self.table
+
+    def poll(self, since: int | None) -> tuple[bool, pa.Table | None]:
+        """``(removed, rows)``: whether files read before are gone from the table (then the
+        rows are the whole table again), and the rows of the new files, or None. With ``since``,
+        files whose event times all fall before it are skipped."""
+        version = self._load().version()
         if version == self.version:
             return False, None
         self.version = version
@@ -322,7 +336,7 @@ class Model:
                 self.output / name,
                 BATCHES if name == TableName.BATCHES else table_schema(name),
                 columns,
-                TIME_COLUMNS.get(name) if name in WINDOWED else None,
+                READ_BY.get(name) if name in WINDOWED else None,
                 WHERE.get(name),
             )
             for name, columns in COLUMNS.items()
@@ -359,7 +373,12 @@ class Model:
         the folder is not (or no longer) a readable faultline output."""
         if self.refreshed == 0:
             check_output(self.output)
-        removed, rows = self.feeds[TableName.BATCHES].poll(None)
+        batches = self.feeds[TableName.BATCHES]
+        if self.window_ms is not None:  # from the log: batches before the window stay unopened
+            latest = batches.latest("clock")
+            if latest is not None:
+                self.since = latest - self.window_ms
+        removed, rows = batches.poll(self.since)
         if removed:  # Spark's progress rewrites a batch's row: the rows are all of them again
             self.batches = self.batches.iloc[0:0]
         if rows is not None:
