@@ -87,3 +87,6 @@ def test_the_kafka_page_creates_the_decisions_topic_as_the_job_does() -> None:
         assert f"--config {key}={value}" in create, key
     (events,) = [b for b in blocks if "--create" in b and "--topic faultline.events " in b]
     assert "--config message.timestamp.type=LogAppendTime" in events
+    compose = " ".join((ROOT / "docker-compose.yml").read_text().split())  # its topics too
+    for key, value in DECISIONS_TOPIC.items():
+        assert f"--config {key}={value}" in compose, key
