@@ -305,11 +305,8 @@ def _jars(args: argparse.Namespace) -> int:
 
 
 def _dashboard(args: argparse.Namespace) -> int:
-    from streaming.tools import OUTPUT_HINT
     from streaming.tools.dashboard.app import serve
 
-    if not Path(args.output).is_dir():  # a folder without tables yet is a job still starting
-        raise ConfigError(f"--output {args.output}: no such folder; {OUTPUT_HINT}")
     refresh = duration_flag("--refresh", args.refresh)
     window = None if args.window == "all" else duration_flag("--window", args.window)
     return serve(Path(args.output), args.host, args.port, max(refresh, 200), window)

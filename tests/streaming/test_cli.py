@@ -181,7 +181,6 @@ BAD_INPUTS = {
     "offsets log in it); give the folder the job ran with --checkpoint (checkpoints by default)",
     "replay": "faultline replay: error: the following arguments are required: --from-batch",
     "explain --output nope --broker b": f"faultline: --output nope: no such folder; {OUTPUT_HINT}",
-    "dashboard --output nope": f"faultline: --output nope: no such folder; {OUTPUT_HINT}",
     "dashboard --output . --refresh 5x": "faultline: --refresh '5x': a duration is a whole "
     "number of ms, or a number with ms, s, m, h or d that makes whole ms",
     "replay --checkpoint nope --output R --from-batch 0": "faultline: --checkpoint nope: not a "
