@@ -8,6 +8,7 @@ import re
 import pytest
 
 from streaming.bench import engine as bench_engine
+from streaming.bench import fleets
 
 
 def test_it_prints_each_batch_whole_and_sharded_then_the_steady_figures(
@@ -47,3 +48,35 @@ def test_it_prints_each_batch_whole_and_sharded_then_the_steady_figures(
     assert found[0].group(1) == "seen"  # type: ignore[union-attr]
     sizes = [int(m.group(2).replace(",", "")) for m in found]  # type: ignore[union-attr]
     assert sizes == sorted(sizes, reverse=True) and sizes[0] > 0
+
+
+def test_the_fleets_bad_days_are_measured_small_against_large(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Made fleets of a few brokers, each bad day in proportion: a line per fleet, then the
+    large fleet's speed per event and state per batch over the small one's."""
+    args = ["--days", "tenth-down,rolling", "--small", "8x10", "--large", "40x50",
+            "--batch", "2000", "--runs", "1", "--minutes", "1"]  # fmt: skip
+    assert fleets.main(args) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    expected = []
+    for day in ("tenth-down", "rolling"):
+        for size in ("8x10", "40x50"):
+            expected.append(rf"  {day} +{size}: +[\d,]+ events; \d+\.\d\d s, +[\d,]+/s, +[\d,]+ B")
+        expected.append(
+            rf"{day}: the large fleet runs at \d+\.\d\dx the small one's speed per event, and "
+            r"writes \d+\.\d\dx its state per batch"
+        )
+    assert len(lines) == 1 + len(expected)
+    for line, pattern in zip(lines[1:], expected, strict=True):
+        assert re.fullmatch(pattern, line), (line, pattern)
+
+
+def test_a_made_fleet_has_its_bad_day_in_proportion() -> None:
+    small = fleets.fleet("tenth-down", 16, 20, 5)
+    large = fleets.fleet("tenth-down", 1000, 5000, 5)
+    assert (len(small["faults"]), len(large["faults"])) == (2, 100)
+    assert [len(t["brokers"]) for t in large["topics"]] == [200] * 5
+    assert small["producers"][0]["interval"] == "54ms"
+    rolling = fleets.fleet("rolling", 1000, 5000, 5)["faults"]
+    assert len(rolling) == 200 and rolling[-1]["at"] == "268650ms"  # the last ends by 5 min

@@ -1,0 +1,193 @@
+"""Any bad day at fleet scale: the engine's cost per event on a large fleet against a small one
+with the same bad day in proportion, as a ratio of their speeds and of the state they write.
+
+For each bad day, a small fleet (16 brokers, 20 producers) and a large one (1,000 brokers, 5,000
+producers) that send about as many events (the producers' interval grows with their number):
+
+- ``shipped``: the shipped ``fleet-16`` and ``fleet-1000`` scenarios (every fifth broker has a
+  fault of its own, one after another);
+- ``tenth-down``: one broker in ten down (REMOTING_EXCEPTION) for the whole traffic;
+- ``fiftieth-slow``: one broker in fifty slow (600 to 900 ms) for the whole traffic;
+- ``rolling``: a fifth of the brokers down for 30 s each, one after another across the traffic.
+
+Each fleet's events are parsed in batches of ``--batch`` and run through the engine alone, one
+key, as :mod:`streaming.bench.engine` does (the least CPU time of ``--runs`` runs; the first
+batch and a last smaller one are left out as not steady). Prints per fleet its events, its
+steady seconds per batch, events per second and state bytes per batch, then per bad day the
+large fleet's speed per event and state per batch over the small one's.
+
+    python -m streaming.bench.fleets [--days all | shipped,tenth-down,fiftieth-slow,rolling]
+                                     [--batch 50000] [--runs 2] [--small 16x20] [--large 1000x5000]
+                                     [--minutes 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from streaming.bench import engine as bench_engine
+from streaming.config import Scenario, engine_config, load_job_config
+from udfs import engine
+
+DAYS = ("shipped", "tenth-down", "fiftieth-slow", "rolling")
+SENDS_PER_S = 370
+"""The fleet's sends per second, whatever its size (fleet-16's 20 producers every 54 ms)."""
+PROFILES = ("rocketmq-4.7", "rocketmq-4.9", "rocketmq-5")
+
+
+def spread(count: int, share: int) -> list[int]:
+    """``count // share`` (at least one) indexes of ``count`` brokers, spread evenly.
+
+    >>> spread(16, 10), spread(1000, 50)[:3], spread(16, 50)
+    ([4, 12], [25, 75, 125], [8])
+    """
+    k = max(1, round(count / share))
+    return [int((j + 0.5) * count / k) for j in range(k)]
+
+
+def fleet(day: str, brokers: int, producers: int, minutes: int) -> dict[str, Any]:
+    """A scenario (as its YAML's mapping) of ``brokers`` and ``producers`` with ``day``'s faults
+    in proportion; topics of at most 200 brokers, one consumer group each."""
+    width = len(str(brokers - 1))
+    names = [f"broker-{i:0{width}d}" for i in range(brokers)]
+    per = min(200, max(4, brokers // 4))
+    topics = [
+        {"name": f"t-{t}", "brokers": names[at : at + per]}
+        for t, at in enumerate(range(0, brokers, per))
+    ]
+    interval = max(1, round(producers * 1000 / SENDS_PER_S))
+    senders = []
+    for i in range(producers):
+        p: dict[str, Any] = {
+            "id": f"p-{i:04d}",
+            "group": f"pg-{topics[i % len(topics)]['name']}",
+            "profile": PROFILES[i % 3],
+            "topic": topics[i % len(topics)]["name"],
+            "interval": f"{interval}ms",
+        }
+        if i % 10 == 4:
+            p["mode"] = "ASYNC"
+        if i % 10 == 7:
+            p["latency_fault_enable"] = False
+        if i % 10 == 2:
+            p.update(delay_every=25, delay_level=4)
+        senders.append(p)
+    traffic = minutes * 60
+    faults: list[dict[str, Any]] = []
+    if day == "tenth-down":
+        faults = [
+            {"type": "outage", "broker": names[i], "at": "0s", "for": f"{traffic}s"}
+            for i in spread(brokers, 10)
+        ]
+    elif day == "fiftieth-slow":
+        faults = [
+            {"type": "slow", "broker": names[i], "at": "0s", "for": f"{traffic}s",
+             "latency_ms": [600, 900]}
+            for i in spread(brokers, 50)
+        ]  # fmt: skip
+    elif day == "rolling":
+        down = spread(brokers, 5)
+        step = (traffic - 30) / len(down)
+        faults = [
+            {"type": "outage", "broker": names[i], "at": f"{round(j * step * 1000)}ms",
+             "for": "30s"}
+            for j, i in enumerate(down)
+        ]  # fmt: skip
+    consumers = [
+        {"group": f"cg-{t['name']}", "topic": t["name"], "lag": "40ms", "fail_every": 50,
+         "fail_times": 2}
+        for t in topics
+    ]  # fmt: skip
+    return {
+        "name": f"{day}-{brokers}",
+        "seed": brokers,
+        "start": "2026-11-21T10:00:00Z",
+        "duration": f"{minutes}m",
+        "tail": "2m",
+        "cluster": "FleetCluster",
+        "brokers": [{"name": n, "write_queues": 4, "latency_ms": [3, 30]} for n in names],
+        "topics": topics,
+        "producers": senders,
+        "consumers": consumers,
+        "faults": faults,
+    }
+
+
+def measure(scenario: str, batch: int, runs: int) -> tuple[int, float, float]:
+    """A scenario's (name or path) events, and its steady seconds and state bytes per batch."""
+    config = engine_config(load_job_config(None, {"source": "files", "path": "."}))
+    cluster, batches = bench_engine._batches(scenario, 1, 1, batch)
+    gc.collect()
+    gc.freeze()  # the parsed batches stay: no collection walks them
+    try:
+        shards = [engine.WHOLE]
+        whole = bench_engine._least(
+            [bench_engine._run(cluster, batches, config, shards) for _ in range(runs)]
+        )
+    finally:
+        gc.unfreeze()
+    steady = [b for b in range(1, len(batches)) if len(batches[b]) == len(batches[0])]
+    steady = steady or list(range(len(batches)))
+    seconds = sum(whole[b][0][0] for b in steady) / len(steady)
+    state = sum(whole[b][0][2] for b in steady) / len(steady)
+    return sum(len(b) for b in batches), seconds, state
+
+
+def _size(text: str) -> tuple[int, int]:
+    brokers, _, producers = text.partition("x")
+    return int(brokers), int(producers)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--days", default="all", help=f"all, or some of {','.join(DAYS)}")
+    parser.add_argument("--batch", type=int, default=50_000)
+    parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--small", default="16x20", help="brokers x producers")
+    parser.add_argument("--large", default="1000x5000", help="brokers x producers")
+    parser.add_argument("--minutes", type=int, default=5, help="of traffic (made fleets)")
+    args = parser.parse_args(argv)
+    days = DAYS if args.days == "all" else tuple(args.days.split(","))
+    unknown = sorted(set(days) - set(DAYS))
+    if unknown:
+        parser.error(f"unknown bad day {', '.join(unknown)}; the days are {', '.join(DAYS)}")
+    print(
+        f"engine alone, batches of {args.batch}, least CPU time of {args.runs} runs; per fleet: "
+        "events; steady s per batch, events/s, state B per batch"
+    )
+    with tempfile.TemporaryDirectory(prefix="faultline-bench-fleets-") as folder:
+        for day in days:
+            figures = []
+            for size in (args.small, args.large):
+                brokers, producers = _size(size)
+                if day == "shipped":
+                    name = "fleet-16" if brokers < 100 else "fleet-1000"
+                else:
+                    spec = fleet(day, brokers, producers, args.minutes)
+                    Scenario.model_validate(spec)  # a fleet this makes is a valid scenario
+                    path = Path(folder) / f"{spec['name']}.yaml"
+                    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+                    name = str(path)
+                events, seconds, state = measure(name, args.batch, args.runs)
+                figures.append((seconds, state))
+                print(
+                    f"  {day:<13} {size:>10}: {events:>8,} events; {seconds:.2f} s, "
+                    f"{args.batch / seconds:>8,.0f}/s, {state:>12,.0f} B"
+                )
+            (small_s, small_b), (large_s, large_b) = figures
+            print(
+                f"{day}: the large fleet runs at {small_s / large_s:.2f}x the small one's speed "
+                f"per event, and writes {large_b / small_b:.2f}x its state per batch"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
