@@ -60,6 +60,9 @@ class RouteTimeline:
     at its heartbeat: 1), in order."""
 
     _keys: list[tuple[int, int, str]] | None = field(default=None, init=False, repr=False)
+    _writable: dict[int, dict[str, frozenset[str]]] = field(
+        default_factory=dict, init=False, repr=False
+    )
 
     def at(self, time: int, event_id: str) -> Routes:
         """The routes an event at ``(time, event_id)`` sees: every change before it (the history
@@ -81,6 +84,20 @@ class RouteTimeline:
         """The routes after every change up to ``key`` (time, order, event_id; "" for a scan),
         that one included."""
         return self._routes(key, bisect.bisect_right)
+
+    def writable_after(self, key: tuple[int, int, str]) -> dict[str, frozenset[str]]:
+        """Each topic's writable brokers (write permission and write queues) in the routes
+        :meth:`after` ``key``, worked out once per routes: every routes object the timeline
+        holds lives as long as it does, so its ``id`` names it."""
+        routes = self.after(key)
+        found = self._writable.get(id(routes))
+        if found is None:
+            found = {
+                tp: frozenset(b for b, w, perm in route if perm & 2 and w > 0)
+                for tp, route in routes.items()
+            }
+            self._writable[id(routes)] = found
+        return found
 
     def _routes(self, key: tuple[int, int, str], cut: Any) -> Routes:
         if self._keys is None or len(self._keys) != len(self.history):

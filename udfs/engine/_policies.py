@@ -37,7 +37,7 @@ import pandas as pd
 
 from udfs.engine._config import Policies
 from udfs.engine._faults import Opened
-from udfs.engine._nameserver import Routes, RouteTimeline
+from udfs.engine._nameserver import RouteTimeline
 from udfs.engine._segment import Segment
 from udfs.engine._state import Isolated, PolicyState, Shown, Window
 from udfs.engine._tables import Change
@@ -104,6 +104,9 @@ class _Governor:
         self.rows: list[dict[str, Any]] = []
         self.effective: list[Change] = []
         self.done: Key = (-(2**63), 0, "")
+        self._last: tuple[dict[str, int], dict[str, str], Any] | None = None
+        """The last point's brokers held out (their ends), the cap's waivers and the routes it
+        judged them on: what a point that only moves ends keeps (:meth:`_ends_only`)."""
 
     def deadlines(self, clock_end: int) -> set[int]:
         """The outlier isolations and probations that end by ``clock_end``, not yet applied."""
@@ -113,8 +116,12 @@ class _Governor:
     def at(self, key: Key, base: list[Change], close: dict[str, Any] | None) -> None:
         """Everything at one point: an event's (or a deadline's) FaultTable rows, a window's
         close, the deadlines due then."""
-        self.done = key
         t, p = key[0], self.p
+        routes = self.routes.after(key) if self.policies.isolation_cap is not None else None
+        if self._ends_only(t, base, close, routes):
+            self._move_ends(key, base, routes)
+            return
+        self.done = key
         before = dict(p.shown)
         causes: dict[str, str] = {}
         for c in base:
@@ -158,6 +165,57 @@ class _Governor:
         p.shown = {
             b: s for b, s in p.shown.items() if s.state != ProducerState.AVAILABLE or s.waived
         }
+        self._last = (raw, waived, routes)
+
+    def _ends_only(
+        self, t: int, base: list[Change], close: dict[str, Any] | None, routes: Any
+    ) -> bool:
+        """Whether the point at ``t`` only moves the ends of FaultTable isolations in force (a
+        failing broker's sends extending its isolation, the common case of a bad day): no
+        window closes, the routes are the last point's, no isolation, outlier window or
+        probation ends by ``t``, and each change is to a broker the FaultTable isolates
+        already, to a later time than ``t``. Then the brokers held out, the order the cap
+        takes them in and so its waivers are the last point's."""
+        last, p = self._last, self.p
+        if last is None or close is not None or last[2] is not routes:
+            return False
+        held = last[0]
+        for c in base:
+            item = p.base.get(c.broker)
+            if (
+                c.decision == Decision.RESTORE
+                or c.broker not in held
+                or item is None
+                or item.until <= t
+                or c.until is None
+                or c.until <= t
+            ):
+                return False
+        ends = (*held.values(), *(o.until for o in p.outlier.values()), *p.probe.values())
+        return min(ends, default=t + 1) > t
+
+    def _move_ends(self, key: Key, base: list[Change], routes: Any) -> None:
+        """:meth:`at` for a point that :meth:`_ends_only`: the changed brokers' rows alone, as
+        the whole walk would write them (every other broker's want is what it shows)."""
+        assert self._last is not None
+        self.done = key
+        t, p = key[0], self.p
+        held, waived, _ = self._last
+        causes: dict[str, str] = {}
+        for c in base:
+            assert c.until is not None
+            p.base[c.broker] = Isolated(c.until, c.event_id)
+            p.shown[c.broker] = Shown(ProducerState.ISOLATED, c.until, False)
+            causes[c.broker] = c.event_id
+        held = {**held, **{b: self._until(b, t) for b in causes}}
+        for b in sorted(causes):
+            if b in waived:
+                want = Shown(ProducerState.AVAILABLE, t, True)
+            else:
+                p.probe.pop(b, None)
+                want = Shown(ProducerState.ISOLATED, held[b], False)
+            self._show(b, key, want, causes[b], waived.get(b))
+        self._last = (held, waived, routes)
 
     def _until(self, broker: str, t: int) -> int:
         base, outlier = self.p.base.get(broker), self.p.outlier.get(broker)
@@ -175,7 +233,7 @@ class _Governor:
         has room."""
         cap = self.policies.isolation_cap
         assert cap is not None
-        topics = _writable(self.routes.after(key))
+        topics = self.routes.writable_after(key)
         room = {tp: int(cap * len(brokers)) for tp, brokers in topics.items()}
         used = dict.fromkeys(topics, 0)
         waived = {}
@@ -282,10 +340,6 @@ class _Governor:
         )
 
 
-def _writable(routes: Routes) -> dict[str, set[str]]:
-    return {tp: {b for b, w, perm in route if perm & 2 and w > 0} for tp, route in routes.items()}
-
-
 def _windows(
     p: PolicyState, sends: pd.DataFrame, policies: Policies, clock_end: int
 ) -> dict[int, dict[str, Any]]:
@@ -342,7 +396,7 @@ def release_router(
 
     def route(entry: dict[str, Any]) -> str | None:
         at: Key = (int(entry["deliver_at"]), 1, "")  # a deadline: after the changes at its time
-        brokers = sorted(_writable(routes.after(at)).get(str(entry["real_topic"]), ()))
+        brokers = sorted(routes.writable_after(at).get(str(entry["real_topic"]), ()))
         usable = [b for b in brokers if not isolated(b, at)] or brokers
         if not usable:
             return None

@@ -29,6 +29,8 @@ class Facts(NamedTuple):
     queues: list[list[Any]]
     """The queues, as ``[broker, queue_id]``."""
     write_queue_nums: dict[str, int] | None
+    where: dict[tuple[str, int], list[int]]
+    """Each queue's places in :attr:`queues` (a broker named twice has two)."""
 
 
 class Queues:
@@ -45,7 +47,10 @@ class Queues:
         if facts is None:
             fresh = TopicPublishInfo.from_route(route)
             queues = [[q.broker_name, q.queue_id] for q in fresh.queues]
-            facts = Facts(route, self.digest(route), queues, fresh.write_queue_nums)
+            where: dict[tuple[str, int], list[int]] = {}
+            for i, q in enumerate(fresh.queues):
+                where.setdefault((q.broker_name, q.queue_id), []).append(i)
+            facts = Facts(route, self.digest(route), queues, fresh.write_queue_nums, where)
             self._facts[id(route)] = facts
         return facts
 

@@ -85,8 +85,9 @@ def _decide(seg: Segment, scope: str, row: Any, tables: ScopeTables | None, rout
     mqs = list(queues.message_queues(route, row.topic))
     for at, q in pub.rewrites.items():
         mqs[at] = MessageQueue(q.broker, q.queue_id, row.topic)
-    failed = [i for i, q in enumerate(mqs) if q.broker_name == row.broker_name]
-    failed = [i for i in failed if mqs[i].queue_id == row.queue_id]
+    sent = (row.broker_name, row.queue_id)  # the queue the failed attempt took
+    failed = [i for i in facts.where.get(sent, ()) if i not in pub.rewrites]
+    failed += [at for at, q in pub.rewrites.items() if (q.broker, q.queue_id) == sent]
     if len(failed) == 1:
         # the attempt that failed took the queue at the index's position: the producer's index
         # stands there, wherever it started (RocketMQ goes on round-robin from the failed queue)

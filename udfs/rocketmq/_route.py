@@ -249,7 +249,11 @@ def _select_latency_4(
     removed = swallowed = None
     try:
         local = info._next(line)
-        for _ in range(len(info.queues)):
+        # 4.7.1 takes only the last broker's queues, and only when it is available: a retry
+        # after its failure, which usually isolated it, walks every queue for nothing
+        # (isAvailable only reads the table, so the walk's outcome is known without it)
+        hopeless = line == "4.7" and last is not None and not table.is_available(last, now_ms)
+        for _ in range(0 if hopeless else len(info.queues)):
             pos = info._position(local)
             local = i32(local + 1)
             mq = info.queues[pos]
