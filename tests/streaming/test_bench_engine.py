@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import re
 
+import pandas as pd
 import pytest
 
 from streaming.bench import engine as bench_engine
-from streaming.bench import fleets
+from streaming.bench import fleets, summaries
 
 
 def test_it_prints_each_batch_whole_and_sharded_then_the_steady_figures(
@@ -80,3 +81,33 @@ def test_a_made_fleet_has_its_bad_day_in_proportion() -> None:
     assert small["producers"][0]["interval"] == "54ms"
     rolling = fleets.fleet("rolling", 1000, 5000, 5)["faults"]
     assert len(rolling) == 200 and rolling[-1]["at"] == "268650ms"  # the last ends by 5 min
+
+
+def test_a_summary_is_priced_against_the_sends_it_stands_for(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ["--scenario", "quick", "--repeat", "2", "--batch", "1000", "--runs", "1"]
+    assert summaries.main(args) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0] == (
+        "engine alone, scenario quick x2, batches of 1000, least CPU time of 1 runs"
+    )
+    sends = re.fullmatch(
+        r"  a send \(SEND_OK, first attempt\): -?\d+\.\d us, over ([\d,]+) of them", lines[1]
+    )
+    summarized = re.fullmatch(r"  a send summary: -?\d+\.\d us, over ([\d,]+) of them", lines[2])
+    assert sends is not None and summarized is not None, lines
+    # the summaries stand for fewer records than the sends they replace, and some of them
+    assert 0 < int(summarized.group(1).replace(",", "")) < int(sends.group(1).replace(",", ""))
+    assert re.fullmatch(r"a summary costs -?\d+\.\d\dx a send", lines[3])
+
+
+def test_the_sends_a_summary_stands_for_are_the_first_attempts_that_succeeded() -> None:
+    events = pd.DataFrame(
+        {
+            "kind": ["send_result", "send_result", "send_result", "heartbeat"],
+            "outcome": ["SEND_OK", "SEND_OK", "REMOTING_EXCEPTION", None],
+            "attempt": [0, 1, 0, None],
+        }
+    )
+    assert summaries.replaced(events).tolist() == [True, False, False, False]

@@ -1,0 +1,104 @@
+"""What a send summary costs the engine, against the sends it stands for: the marginal CPU time
+per record of each, in the same scenario and the same batches.
+
+The scenario is simulated twice, its producers reporting in full and in summaries
+(``reporting``), parsed in batches of ``--batch``, and run through the engine alone, one key, as
+:mod:`streaming.bench.engine` does (the least CPU time of ``--runs`` runs). Each stream is run
+whole and again without the records in question, in the same batches: the sends a summary
+replaces (``SEND_OK`` first attempts) from the full stream, the ``send_summary`` records from the
+other. The difference over the records left out is what one of them costs; the last line is a
+summary's cost over a send's.
+
+    python -m streaming.bench.summaries [--scenario default] [--repeat 20] [--batch 50000]
+                                        [--runs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from streaming.bench import engine as bench_engine
+from streaming.bench import throughput as bench
+from streaming.config import engine_config, load_job_config
+from streaming.job.sources.files import list_files
+from udfs import engine
+from udfs.parse import parse
+from udfs.vocabulary import EventKind
+
+
+def _parsed(scenario: str, repeat: int, reporting: str, size: int) -> list[pd.DataFrame]:
+    with tempfile.TemporaryDirectory(prefix="faultline-bench-summaries-") as folder:
+        bench._events(scenario, repeat, Path(folder), reporting=reporting)
+        lines = [line for p in list_files(Path(folder)) for line in p.read_text().splitlines()]
+    batches = []
+    for at in range(0, len(lines), size):
+        chunk = lines[at : at + size]
+        n = len(chunk)
+        parsed = parse(chunk, [f"bench:{i}" for i in range(n)], [None] * n, [None] * n)
+        batches.append(parsed.to_pandas())
+    return batches
+
+
+def replaced(events: pd.DataFrame) -> pd.Series:
+    """The sends a summary stands for: ``SEND_OK`` first attempts."""
+    return (
+        (events["kind"] == EventKind.SEND_RESULT)
+        & (events["outcome"] == "SEND_OK")
+        & (events["attempt"] == 0)
+    )
+
+
+def _seconds(batches: list[pd.DataFrame], runs: int) -> float:
+    """The least CPU time of ``runs`` runs of the engine over ``batches``, one key."""
+    config = engine_config(load_job_config(None, {"source": "files", "path": "."}))
+    cluster = str(batches[0]["cluster"].iloc[0])
+    least = bench_engine._least(
+        [bench_engine._run(cluster, batches, config, [engine.WHOLE]) for _ in range(runs)]
+    )
+    return sum(b[0][0] for b in least)
+
+
+def marginal(batches: list[pd.DataFrame], out: list[pd.Series], runs: int) -> tuple[int, float]:
+    """How many records ``out`` names in ``batches``, and what each costs: the engine's time
+    with them less its time without them, in the same batches, per record."""
+    left = [b[~o].reset_index(drop=True) for b, o in zip(batches, out, strict=True)]
+    count = sum(int(o.sum()) for o in out)
+    gc.collect()
+    gc.freeze()  # the parsed batches stay: no collection walks them
+    try:
+        whole, without = _seconds(batches, runs), _seconds(left, runs)
+    finally:
+        gc.unfreeze()
+    return count, (whole - without) / max(count, 1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scenario", default="default")
+    parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--batch", type=int, default=50_000)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args(argv)
+    full = _parsed(args.scenario, args.repeat, "full", args.batch)
+    sends, send_s = marginal(full, [replaced(b) for b in full], args.runs)
+    summarized = _parsed(args.scenario, args.repeat, "summary", args.batch)
+    kinds = [b["kind"] == EventKind.SEND_SUMMARY for b in summarized]
+    summaries, summary_s = marginal(summarized, kinds, args.runs)
+    print(
+        f"engine alone, scenario {args.scenario} x{args.repeat}, batches of {args.batch}, least "
+        f"CPU time of {args.runs} runs"
+    )
+    print(f"  a send (SEND_OK, first attempt): {send_s * 1e6:.1f} us, over {sends:,} of them")
+    print(f"  a send summary: {summary_s * 1e6:.1f} us, over {summaries:,} of them")
+    print(f"a summary costs {summary_s / send_s:.2f}x a send")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
