@@ -37,10 +37,13 @@ from udfs import engine
 from udfs.parse import parse
 
 
-def _batches(scenario: str, repeat: int, speed: int, size: int) -> tuple[str, list[pd.DataFrame]]:
-    """The scenario's cluster and its parsed events in batches of ``size``."""
+def _batches(
+    scenario: str, repeat: int, speed: int, size: int, reporting: str | None = None
+) -> tuple[str, list[pd.DataFrame]]:
+    """The scenario's cluster and its parsed events in batches of ``size`` (``reporting``: as
+    :func:`streaming.bench.throughput._events`)."""
     with tempfile.TemporaryDirectory(prefix="faultline-bench-engine-") as folder:
-        bench._events(scenario, repeat, Path(folder), speed)
+        bench._events(scenario, repeat, Path(folder), speed, reporting=reporting)
         lines = [line for p in list_files(Path(folder)) for line in p.read_text().splitlines()]
     batches = []
     for at in range(0, len(lines), size):

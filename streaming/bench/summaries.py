@@ -18,31 +18,13 @@ from __future__ import annotations
 import argparse
 import gc
 import sys
-import tempfile
-from pathlib import Path
 
 import pandas as pd
 
 from streaming.bench import engine as bench_engine
-from streaming.bench import throughput as bench
 from streaming.config import engine_config, load_job_config
-from streaming.job.sources.files import list_files
 from udfs import engine
-from udfs.parse import parse
 from udfs.vocabulary import EventKind
-
-
-def _parsed(scenario: str, repeat: int, reporting: str, size: int) -> list[pd.DataFrame]:
-    with tempfile.TemporaryDirectory(prefix="faultline-bench-summaries-") as folder:
-        bench._events(scenario, repeat, Path(folder), reporting=reporting)
-        lines = [line for p in list_files(Path(folder)) for line in p.read_text().splitlines()]
-    batches = []
-    for at in range(0, len(lines), size):
-        chunk = lines[at : at + size]
-        n = len(chunk)
-        parsed = parse(chunk, [f"bench:{i}" for i in range(n)], [None] * n, [None] * n)
-        batches.append(parsed.to_pandas())
-    return batches
 
 
 def replaced(events: pd.DataFrame) -> pd.Series:
@@ -85,9 +67,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=50_000)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args(argv)
-    full = _parsed(args.scenario, args.repeat, "full", args.batch)
+    _, full = bench_engine._batches(args.scenario, args.repeat, 1, args.batch, "full")
     sends, send_s = marginal(full, [replaced(b) for b in full], args.runs)
-    summarized = _parsed(args.scenario, args.repeat, "summary", args.batch)
+    _, summarized = bench_engine._batches(args.scenario, args.repeat, 1, args.batch, "summary")
     kinds = [b["kind"] == EventKind.SEND_SUMMARY for b in summarized]
     summaries, summary_s = marginal(summarized, kinds, args.runs)
     print(
