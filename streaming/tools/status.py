@@ -26,11 +26,9 @@ LIVE_S = 60.0
 recorded no end, is stalled: killed, failed or stuck. A running driver beats the mark every
 ``progress_interval`` (2 s by default) and at every progress and idle event of its query (idle
 events every ``spark.sql.streaming.noDataProgressEventInterval``, 10 s by default), so a fresh mark
-says the job runs even when no record comes and Spark runs no batch."""
-SILENT_S = LIVE_S
-"""For an output without a liveness mark (a job older than the mark): a last batch older than
-this with no end recorded is silent: stalled, killed, or running with no new records (the tables
-alone cannot tell these apart)."""
+says the job runs even when no record comes and Spark runs no batch. For an output without a
+mark (a job older than it), a last batch older than this with no end recorded is ``silent``:
+stalled, killed, or running with no new records (the tables alone cannot tell these apart)."""
 
 
 def liveness(output: Path, committed_ms: int | None, now: float | None = None) -> dict[str, Any]:
@@ -38,7 +36,7 @@ def liveness(output: Path, committed_ms: int | None, now: float | None = None) -
     clock), given its last batch's commit time (epoch ms; None: no batch yet): ``state`` is
     ``running`` (a fresh liveness mark), ``stalled`` (a stale mark and no end recorded after
     it), ``stopped`` (the last run recorded its end, ``stopped_at``) or, for an output without a
-    mark, ``silent`` (no end recorded and no batch for :data:`SILENT_S`); ``age_s``: the last
+    mark, ``silent`` (no end recorded and no batch for :data:`LIVE_S`); ``age_s``: the last
     commit's age; ``seen_s``: the mark's age (None: no mark)."""
     now = time.time() if now is None else now
     runs = sorted((output / RUNS).glob("*.json"))
@@ -55,7 +53,7 @@ def liveness(output: Path, committed_ms: int | None, now: float | None = None) -
     elif age is None:
         state = "no batch yet"
     else:
-        state = "running" if age <= SILENT_S else "silent"
+        state = "running" if age <= LIVE_S else "silent"
     return {
         "state": state,
         "age_s": age,

@@ -5,10 +5,8 @@ process of its own, the job in this one (``job``, tests/streaming/conftest.py)."
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import socket
 import struct
 import subprocess
 import sys
@@ -26,23 +24,14 @@ from deltalake import DeltaTable
 from streaming.config import CONF_DIR, SCENARIO_DIR
 from streaming.job.sink import create_tables, table_schema
 from streaming.job.summary import delay_queues, isolation_windows, transaction_states
+from streaming.sim.kafka_broker import free_port
 from streaming.tools.dashboard.app import SLOWEST, iso
+from streaming.tools.dashboard.screenshot import CHROMIUM, FLAGS
 from streaming.tools.explain import parse_time
 from streaming.tools.units import duration
 from tests.streaming.conftest import Job, faultline, start
 from tests.streaming.test_dashboard_data import _append, _decision, _send
 
-CHROMIUM = os.environ.get("FAULTLINE_CHROMIUM", "/usr/bin/chromium")
-FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-"""Without the background-networking flags Chromium keeps dialling Google on a closed network."""
 T0 = 1_795_255_200_000  # the quick scenario's start, 2026-11-21 10:00:00 UTC
 COUNTED = {
     "checks": ("CHECK",),
@@ -73,9 +62,7 @@ def browser() -> Iterator[Any]:
 
 
 def _serve(output: Path, cwd: Path) -> tuple[subprocess.Popen[str], str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     proc = start("dashboard", "--output", str(output), "--port", str(port), "--refresh", "500ms",
                  cwd=cwd)  # fmt: skip
     url = f"http://127.0.0.1:{port}/"

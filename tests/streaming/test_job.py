@@ -133,7 +133,7 @@ def test_status_tells_a_stopped_job_from_a_running_and_a_stalled_one(
     assert said[1].endswith(f" (pid {mark['pid']}) and no end recorded: killed, failed or stuck")
     (copy / "_job" / "alive.json").unlink()  # a job older than the mark: the commit's age only
     assert status.status(copy, now=committed + 1)["state"] == "running"
-    assert status.status(copy, now=committed + status.SILENT_S + 1)["state"] == "silent"
+    assert status.status(copy, now=committed + status.LIVE_S + 1)["state"] == "silent"
     missing = faultline("status", "--output", str(tmp_path / "none"), cwd=tmp_path)
     assert missing.returncode == 2
     assert (

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
 
+from streaming.sim.kafka_broker import free_port
 from udfs.errors import ConfigError
 
 WIDTH = 1_400
@@ -35,13 +35,6 @@ FLAGS = [
 """Without the background-networking flags Chromium keeps dialling Google on a closed network."""
 CHARTS = ("timeline", "latency", "health")
 """The charts that must be drawn before the picture is taken."""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def serve(output: Path, port: int, timeout: float = 60) -> subprocess.Popen[str]:
