@@ -336,16 +336,18 @@ def measure(
         return _length(_union((max(a, traffic[0]), min(c, traffic[1])) for a, c in spans))
 
     producers = [p for spec in scenario.producers for p in spec.expand()]
+    serves = {t.name: set(t.brokers) for t in scenario.topics}
     owns: dict[str, dict[str, list[tuple[int, int, int]]]] = {}
     for (pid, b), updates in record.own.items():
         owns.setdefault(pid, {})[b] = _own_spans(updates)
     isolated = lost = 0.0
     for p in producers:
         own = owns.get(p.id, {})
-        follows = p.strategy == "faultline"
-        for b in set(own) | (set(read) if follows else set()):
+        # a decision keeps a producer away only from the brokers of its own topic
+        follows = serves[p.topic] & set(read) if p.strategy == "faultline" else set()
+        for b in set(own) | follows:
             mine = own.get(b, [])
-            theirs = read.get(b, []) if follows else []
+            theirs = read.get(b, []) if b in follows else []
             wrong = [*mine, *((sent, a, c) for sent, a, c, _ in theirs if sent is not None)]
             isolated += clipped(_wrong(wrong, sick.get(b, [])))
             kept = [*((a, c, 1.0) for _, a, c in mine), *((a, c, w) for _, a, c, w in theirs)]
@@ -360,12 +362,15 @@ def measure(
             sum(clipped(_common([held.get(b, []) for b in t.brokers])) for t in scenario.topics)
             / 1000
         )
+        # as if every producer followed them: a broker counts for the producers of its topics
+        users = {b: sum(b in serves[p.topic] for p in producers) for b in read}
         decided_lost = (
             sum(
-                _lost(((a, c, w) for _, a, c, w in spans), sick.get(b, []), traffic)
+                _lost(((a, c, w) for _, a, c, w in spans), sick.get(b, []), traffic) * users[b]
                 for b, spans in read.items()
             )
             / 1000
+            / max(len(producers), 1)
         )
     count = max(len(producers), 1)
     return Figures(

@@ -159,6 +159,27 @@ def test_resize_at_24_entries_splits_bins_as_java_transfer_does() -> None:
     assert [i.name for i in restored] == order
 
 
+def test_a_table_over_another_reads_it_in_place_and_copies_it_on_a_change() -> None:
+    """``FaultTable.over``: a snapshot that shares another table's items and order until it
+    changes, when it takes copies; the other table is never touched."""
+    source = FaultTable(P49)
+    for name in ["A", "a", "b"]:
+        source.report(name, 1, False, 0)
+    items = {i.name: i for i in source}
+    order = source._order
+    view = FaultTable.over(P49, items, order, worst_index=0)
+    assert [i.name for i in view] == ["A", "a", "b"] and view.capacity == 32
+    view.remove("A")
+    view.report("c", 5, False, 10)
+    view.report("a", 700, False, 10)
+    assert [i.name for i in view] == ["a", "b", "c"] and not view.is_available("a", 11)
+    assert list(items) == ["A", "a", "b"] and items["a"].current_latency == 1
+    assert [n for n in order] == ["A", "a", "b"]
+    # a change that RocketMQ ignores (older than the item) takes no copy
+    kept = FaultTable.over(P49, items, order)
+    assert kept.update("a", 1, 0, now_ms=-1) is None and kept._items is items
+
+
 # --- pickOneAtLeast ---------------------------------------------------------------------------
 
 

@@ -19,8 +19,10 @@ import pytest
 from streaming.client import Reporter
 from streaming.config import SCENARIO_DIR, engine_config, load_job_config, load_scenario
 from streaming.sim.simulator import simulate
-from tests.engine.conftest import T0, send
+from tests.engine.conftest import T0, beat, send
 from udfs import engine
+from udfs.engine._output import Out
+from udfs.engine._summaries import expand
 from udfs.parse import parse
 from udfs.vocabulary import ReasonCode, TableName
 
@@ -323,3 +325,37 @@ def test_a_repeated_summary_is_a_duplicate_and_counts_once() -> None:
         (100, 4),
         (900, 6),
     ]  # the first send and the last: a FaultItem keeps no more of a run of them
+
+
+def test_a_first_send_at_the_instant_of_other_records_goes_in_event_id_order() -> None:
+    """A summary's first send goes where per-send reporting's send would: by event time, then
+    by event id; at the same key as a record, after it, but before a summary's last send of
+    that key (as a stable sort of the records, the first sends and the last sends would)."""
+    at = T0 + 100
+    records = [
+        beat("b", 100, "x"),
+        _summary(event_id="s1", first_event_id="a", first_time=at),  # before b
+        _summary(event_id="s2", first_event_id="c", first_time=at),  # after b
+        _summary(event_id="s3", first_event_id="b", first_time=at),  # b's key: after b
+        _summary(event_id="s4", first_time=at, first_event_id=None),  # s4/first: after c
+        _summary(event_id="s5", event_time=T0 + 905, first_event_id="s1", first_time=T0 + 900),
+    ]
+    records = [{k: v for k, v in r.items() if v is not None} for r in records]
+    parsed = parse([json.dumps(r) for r in records], ["t"] * len(records), [None] * len(records))
+    events = parsed.to_pandas().sort_values(["event_time", "event_id"], ignore_index=True)
+    expanded = expand(events, Out())
+    assert list(zip(expanded["event_time"] - T0, expanded["event_id"], strict=True)) == [
+        (100, "a"),
+        (100, "b"),
+        (100, "b"),
+        (100, "c"),
+        (100, "s4/first"),
+        (900, "s1"),  # s5's first send: s1's key, before s1's last send
+        (900, "s1"),
+        (900, "s2"),
+        (900, "s3"),
+        (900, "s4"),
+        (905, "s5"),
+    ]
+    assert list(expanded["kind"]) == ["send_result", "heartbeat", *["send_result"] * 9]
+    assert list(expanded["messages"].fillna(-1)) == [0, -1, 0, 0, 0, 0, 3, 3, 3, 3, 3]

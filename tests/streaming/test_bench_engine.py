@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from streaming.bench import engine as bench_engine
-from streaming.bench import fleets, summaries
+from streaming.bench import evaluate, fleets, summaries
 
 
 def test_it_prints_each_batch_whole_and_sharded_then_the_steady_figures(
@@ -111,3 +111,20 @@ def test_the_sends_a_summary_stands_for_are_the_first_attempts_that_succeeded() 
         }
     )
     assert summaries.replaced(events).tolist() == [True, False, False, False]
+
+
+def test_each_evaluate_row_is_timed_and_the_slowest_named(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert evaluate.main(["--scenarios", "quick", "--rows", "own,faultline"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0] == "quick: 4 producers, decision delay 2000 ms"
+    took = [re.fullmatch(rf"  {re.escape(row)} +(\d+\.\d) s", line)
+            for row, line in zip(("own", "faultline"), lines[1:3], strict=True)]  # fmt: skip
+    assert all(took), lines
+    seconds = {
+        row: float(m.group(1)) for row, m in zip(("own", "faultline"), took, strict=True) if m
+    }
+    worst = max(seconds, key=lambda row: seconds[row])
+    assert lines[3] == f"  slowest: {worst}, {seconds[worst]:.1f} s"
+    assert lines[4] == f"slowest row of all: quick / {worst}, {seconds[worst]:.1f} s (goal: 300 s)"

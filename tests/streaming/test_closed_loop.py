@@ -21,6 +21,7 @@ from streaming.tools.evaluate import (
     RULES_ONLY,
     STRATEGIES,
     evaluate,
+    measure,
     report,
     sick_intervals,
 )
@@ -133,6 +134,20 @@ def test_faultline_producers_send_nowhere_their_view_isolates_unless_all_are() -
         )
 
     assert sick_sends(events) < sick_sends(without)
+
+
+def test_a_decision_costs_capacity_only_to_the_producers_of_its_brokers_topic() -> None:
+    """``fleet-16`` has four topics of four brokers and five producers each: a healthy broker of
+    topic t-0 isolated for 10 s costs those five producers 10 s each, and the other fifteen
+    nothing (they never send there), so 2.5 broker-seconds per producer, for the producers and
+    for the decisions alone."""
+    scenario = _faultline("fleet-16")
+    loop = Loop(scenario.cluster, 1_000)
+    at = scenario.start + 60_000  # broker-00 has no fault
+    loop.decisions = [{**_decision("ISOLATE", "broker-00", at, at + 10_000), "cause_event_id": "e"}]
+    figures = measure(scenario, [], Record(), loop)
+    assert (figures.capacity_lost_s, figures.decided_capacity_lost_s) == (2.5, 2.5)
+    assert figures.healthy_isolated_s == 0
 
 
 def test_evaluate_sweeps_the_decision_delay_and_draws_it(tmp_path: Path) -> None:

@@ -22,9 +22,10 @@ from udfs.vocabulary import EventKind
 
 
 def expand(events: pd.DataFrame, out: Out) -> pd.DataFrame:
-    """The admitted ``events`` (in (event_time, event_id) order) with each send summary as its
-    first and last send and without consume summaries, in the same order; counts in ``out``
-    the messages the events stand for and the summaries the producers dropped."""
+    """The admitted ``events`` (in (event_time, event_id) order, no key twice) with each send
+    summary as its first and last send and without consume summaries, in the same order;
+    counts in ``out`` the messages the events stand for and the summaries the producers
+    dropped."""
     kind = events["kind"].to_numpy(object)
     sends = kind == EventKind.SEND_SUMMARY
     summary = sends | (kind == EventKind.CONSUME_SUMMARY)
@@ -37,23 +38,62 @@ def expand(events: pd.DataFrame, out: Out) -> pd.DataFrame:
     counted = events["messages"].to_numpy(np.float64, na_value=0.0)[summary]
     out.stats["messages"] += int(counted.sum()) - int(summary.sum())
     out.stats["dropped"] += int(events["dropped"].to_numpy(np.float64, na_value=0.0)[summary].sum())
-    rest: pd.DataFrame = events[~summary].assign(messages=np.nan, latency_total=np.nan)
-    if not sends.any():
-        return rest.reset_index(drop=True)
-    last = events[sends].assign(kind=EventKind.SEND_RESULT, outcome="SEND_OK", attempt=0)
-    first_time = last["first_time"].fillna(last["event_time"]).astype(np.int64)
-    earlier = (first_time < last["event_time"]).to_numpy(bool)
-    first = last[earlier].assign(
-        event_time=first_time[earlier],
-        latency_ms=last["first_latency_ms"].fillna(last["latency_ms"])[earlier],
-        event_id=last["first_event_id"].fillna(last["event_id"] + "/first")[earlier],
-        messages=0,
-        latency_total=0,
-    )
-    merged = pd.concat([rest, first, last], ignore_index=True)
-    texts = {
-        c: t for c, t in events.dtypes.items() if t.kind == "O" or isinstance(t, pd.ArrowDtype)
-    }
-    merged = merged.astype({c: t for c, t in texts.items() if merged[c].dtype != t})
-    ordered: pd.DataFrame = merged.sort_values(["event_time", "event_id"], kind="stable")
-    return ordered.reset_index(drop=True)
+    kept = np.flatnonzero(~summary | sends)
+    times = events["event_time"].to_numpy(np.int64)
+    first_time = events["first_time"].to_numpy(np.float64, na_value=np.nan)
+    summaries = np.flatnonzero(sends)
+    earlier = summaries[first_time[summaries] < times[summaries]]
+    ids = events["event_id"].to_numpy(object)
+    first_ids = events["first_event_id"].to_numpy(object)[earlier]
+    first_ids = np.where(pd.isna(first_ids), ids[earlier] + "/first", first_ids)
+    first_times = first_time[earlier].astype(np.int64)
+    order = sorted(range(len(earlier)), key=lambda i: (first_times[i], first_ids[i]))
+    earlier, first_ids, first_times = earlier[order], first_ids[order], first_times[order]
+    lasts = sends[kept]
+    places = _places(times[kept], ids[kept], lasts, first_times, first_ids)
+    firsts = places + np.arange(len(places))  # the first sends' rows in the result
+    rows = np.empty(len(kept) + len(earlier), np.int64)
+    is_first = np.zeros(len(rows), bool)
+    is_first[firsts] = True
+    rows[~is_first] = kept
+    rows[firsts] = earlier
+    result = events.take(rows).reset_index(drop=True)
+    last = np.zeros(len(rows), bool)
+    last[~is_first] = lasts
+    summarized = last | is_first
+    result["kind"] = _set(result["kind"], summarized, EventKind.SEND_RESULT.value)
+    result["outcome"] = _set(result["outcome"], summarized, "SEND_OK")
+    result["attempt"] = result["attempt"].mask(summarized, 0.0)
+    result["event_time"] = _set(result["event_time"], firsts, first_times)
+    result["event_id"] = _set(result["event_id"], firsts, first_ids)
+    latency = result["latency_ms"].to_numpy(np.float64, na_value=np.nan, copy=True)
+    first_latency = result["first_latency_ms"].to_numpy(np.float64, na_value=np.nan)[firsts]
+    latency[firsts] = np.where(np.isnan(first_latency), latency[firsts], first_latency)
+    result["latency_ms"] = latency
+    for counts in ("messages", "latency_total"):
+        values = np.where(last, result[counts].to_numpy(np.float64, na_value=np.nan), np.nan)
+        values[firsts] = 0.0
+        result[counts] = values
+    return result
+
+
+def _set(column: pd.Series, where: np.ndarray, values: object) -> pd.Series:
+    """``column`` with ``values`` at ``where`` (a mask or positions), of its own dtype."""
+    array = column.to_numpy(copy=True)
+    array[where] = values
+    return pd.Series(array, dtype=column.dtype)
+
+
+def _places(
+    times: np.ndarray, ids: np.ndarray, lasts: np.ndarray, at: np.ndarray, at_ids: np.ndarray
+) -> np.ndarray:
+    """Where each first send (at ``at``, ``at_ids``, in that order) goes among the records (at
+    ``times``, ``ids``, in that order; ``lasts`` marks the summaries' last sends): by event
+    time, then by event id; after a record of its own key but before a last send of it, as a
+    stable sort of the records, the first sends and the last sends would put them."""
+    places = np.searchsorted(times, at, "left")
+    for j in np.flatnonzero(places < np.searchsorted(times, at, "right")):
+        key = (at[j], at_ids[j], True)
+        while places[j] < len(times) and (times[places[j]], ids[places[j]], lasts[places[j]]) < key:
+            places[j] += 1
+    return places

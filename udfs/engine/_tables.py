@@ -155,12 +155,13 @@ class _Table:
 
     def snapshot(self, pos: int, rng: random.Random) -> FaultTable:
         self._apply_insertions(pos)
-        if pos >= self._cursor:
+        if pos >= self._cursor:  # the table as it stands, read in place
             self._advance(pos)
-            current = self._current
-            items = [item for b in self.order if (item := current.get(b)) is not None]
-        else:  # a decision whose own update was stale: the table as it was at that row
-            items = [item for b in self.order if (item := self._present(b, pos)) is not None]
+            return FaultTable.over(
+                self.profile, self._current, self.order, worst_index=self.worst, rng=rng
+            )
+        # a decision whose own update was stale: the table as it was at that row
+        items = [item for b in self.order if (item := self._present(b, pos)) is not None]
         return FaultTable(
             self.profile, worst_index=self.worst, rng=rng, items=items, capacity=self.order.capacity
         )

@@ -99,6 +99,12 @@ class _ConcurrentHashMapOrder:
         if size_after >= self.capacity - (self.capacity >> 2):
             self._resize()
 
+    def copy(self) -> _ConcurrentHashMapOrder:
+        made = _ConcurrentHashMapOrder(self.capacity)
+        made._bins = {index: list(bucket) for index, bucket in self._bins.items()}
+        made._names = self._names  # replaced on a change, never changed in place
+        return made
+
     def remove(self, name: str) -> None:
         self._names = None
         bucket = self._bins[self._bin(name, self.capacity)]
@@ -162,6 +168,30 @@ class FaultTable:
         self._items: dict[str, FaultItem] = {item.name: item for item in items}
         self._capacity = capacity
         self._made: _ConcurrentHashMapOrder | None = None
+        self._shared = False
+        """Whether ``_items`` and ``_made`` are another's, to be copied before a change."""
+
+    @classmethod
+    def over(
+        cls,
+        profile: Profile,
+        items: dict[str, FaultItem],
+        order: _ConcurrentHashMapOrder,
+        *,
+        worst_index: int | None = None,
+        rng: random.Random | None = None,
+    ) -> FaultTable:
+        """A table of ``items`` (by broker) in ``order``, without copying them: they are copied
+        on the table's first change, so reading a table kept elsewhere costs nothing."""
+        table = cls(profile, worst_index=worst_index, rng=rng, capacity=order.capacity)
+        table._items, table._made, table._shared = items, order, True
+        return table
+
+    def _own(self) -> None:
+        if self._shared:
+            self._items = dict(self._items)
+            self._made = self._made.copy() if self._made is not None else None
+            self._shared = False
 
     @property
     def _order(self) -> _ConcurrentHashMapOrder:
@@ -202,6 +232,7 @@ class FaultTable:
         old = self._items.get(broker)
         if old is not None and now_ms < old.updated_at:
             return None
+        self._own()
         if self.profile.line == "5":
             start = old.start_timestamp if old is not None else 0
             if not_available_ms > 0 and now_ms + not_available_ms > start:
@@ -250,6 +281,7 @@ class FaultTable:
         if broker is None:
             raise TypeError("NullPointerException: ConcurrentHashMap.remove(null)")
         if broker in self._items:
+            self._own()
             self._order.remove(broker)  # the order before it leaves
             del self._items[broker]
 
@@ -276,6 +308,7 @@ class FaultTable:
         ``probe(broker)`` answers None when the address is unknown (the item is removed), True
         when the broker answered (the item becomes reachable) or False. The detector never marks
         an item unreachable."""
+        self._own()
         for item in list(self):
             if now_ms < item.check_stamp:
                 continue
