@@ -63,6 +63,9 @@ class RouteTimeline:
     _writable: dict[int, dict[str, frozenset[str]]] = field(
         default_factory=dict, init=False, repr=False
     )
+    _serving: dict[int, dict[str, tuple[str, ...]]] = field(
+        default_factory=dict, init=False, repr=False
+    )
 
     def at(self, time: int, event_id: str) -> Routes:
         """The routes an event at ``(time, event_id)`` sees: every change before it (the history
@@ -97,6 +100,18 @@ class RouteTimeline:
                 for tp, route in routes.items()
             }
             self._writable[id(routes)] = found
+        return found
+
+    def serving_after(self, key: tuple[int, int, str]) -> dict[str, tuple[str, ...]]:
+        """Each broker's topics of :meth:`writable_after` ``key``, in that mapping's order."""
+        routes = self.after(key)
+        found = self._serving.get(id(routes))
+        if found is None:
+            serving: dict[str, list[str]] = {}
+            for tp, brokers in self.writable_after(key).items():
+                for b in brokers:
+                    serving.setdefault(b, []).append(tp)
+            found = self._serving[id(routes)] = {b: tuple(tps) for b, tps in serving.items()}
         return found
 
     def _routes(self, key: tuple[int, int, str], cut: Any) -> Routes:

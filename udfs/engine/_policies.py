@@ -122,7 +122,7 @@ class _Governor:
             self._move_ends(key, base, routes)
             return
         self.done = key
-        before = dict(p.shown)
+        before = {c.broker: p.shown.get(c.broker) for c in base}  # the rest: p.shown's
         causes: dict[str, str] = {}
         for c in base:
             if c.decision == Decision.RESTORE:
@@ -135,6 +135,7 @@ class _Governor:
                 p.shown[c.broker] = Shown(ProducerState.ISOLATED, c.until, False)
             causes[c.broker] = c.event_id
         p.outlier = {b: v for b, v in p.outlier.items() if v.until > t}
+        ended = {b for b, u in p.probe.items() if u <= t}
         p.probe = {b: u for b, u in p.probe.items() if u > t}
         if close is not None:
             self._outliers(t, close)
@@ -142,7 +143,7 @@ class _Governor:
         for b in raw:
             p.since.setdefault(b, t)
         waived = self._cap(key, raw) if self.policies.isolation_cap is not None else {}
-        for b in sorted({*raw, *p.shown, *p.probe}):
+        for b in sorted(self._walk({*causes, *ended}, raw, waived)):
             if b in raw and b not in waived:
                 p.probe.pop(b, None)
                 want = Shown(ProducerState.ISOLATED, raw[b], False)
@@ -150,7 +151,7 @@ class _Governor:
                 want = Shown(ProducerState.AVAILABLE, t, True)
             else:
                 since = p.since.pop(b, None)
-                was = before.get(b)
+                was = before[b] if b in before else p.shown.get(b)
                 if since is not None and was is not None and was.state == ProducerState.ISOLATED:
                     self._probation(b, t, t - since)
                 probe = p.probe.get(b)
@@ -166,6 +167,21 @@ class _Governor:
             b: s for b, s in p.shown.items() if s.state != ProducerState.AVAILABLE or s.waived
         }
         self._last = (raw, waived, routes)
+
+    def _walk(self, touched: set[str], raw: dict[str, int], waived: dict[str, str]) -> set[str]:
+        """The brokers :meth:`at` must judge: at the segment's first point, every broker held
+        out, shown or probing; after that, those ``touched`` (a FaultTable row came, a
+        probation ended) and those whose end or waiver differs from the last point's. Any other
+        broker wants what it shows already."""
+        p = self.p
+        if self._last is None:
+            return {*raw, *p.shown, *p.probe}
+        held, was_waived, _ = self._last
+        walk = set(touched)
+        walk.update(b for b, u in raw.items() if held.get(b) != u)
+        walk.update(b for b in held if b not in raw)
+        walk.update(b for b in {*waived, *was_waived} if waived.get(b) != was_waived.get(b))
+        return walk
 
     def _ends_only(
         self, t: int, base: list[Change], close: dict[str, Any] | None, routes: Any
@@ -233,7 +249,7 @@ class _Governor:
         has room."""
         cap = self.policies.isolation_cap
         assert cap is not None
-        topics = self.routes.writable_after(key)
+        topics, serving = self.routes.writable_after(key), self.routes.serving_after(key)
         room = {tp: int(cap * len(brokers)) for tp, brokers in topics.items()}
         used = dict.fromkeys(topics, 0)
         waived = {}
@@ -243,7 +259,7 @@ class _Governor:
             return base is None or base.until <= key[0]
 
         for b in sorted(raw, key=lambda b: (outlier_only(b), self.p.since[b], b)):
-            mine = [tp for tp, brokers in topics.items() if b in brokers]
+            mine = serving.get(b, ())
             full = [tp for tp in mine if used[tp] >= room[tp]]
             if full:
                 tp = full[0]
