@@ -555,7 +555,7 @@ def _produce(
             except EmptyRouteError:
                 break
             queue = selection.queue
-            if before is not None and selection.rewritten and record is not None:
+            if before is not None and selection.rewritten is not None and record is not None:
                 record.swaps += sum(
                     a.broker_name != b.broker_name for a, b in zip(before, info.queues, strict=True)
                 )

@@ -75,9 +75,11 @@ def test_selection_returns_a_route_queue_unless_4x_rewrote_one(
     now = _apply(table, steps) + later
     before = list(info.queues)
     sel = select_queue(profile, info, table, last, now, enable, reset_index=reset)
-    if sel.rewritten:
+    if sel.rewritten is not None:
         assert profile.line != "5" and sel.rule is Rule.PICK_ONE_AT_LEAST
-        assert sel.queue in info.queues
+        assert info.queues[sel.rewritten] is sel.queue
+        assert all(a is b for i, (a, b) in enumerate(zip(before, info.queues, strict=True))
+                   if i != sel.rewritten)  # fmt: skip
     else:
         assert sel.queue in before and info.queues == before
     # no profile picks an unavailable broker while an available one that is not the last broker

@@ -104,7 +104,7 @@ def test_4_7_equals_quirk_rejects_a_healthy_other_broker() -> None:
     info = _info("ab", index=1)
     table = _isolated(P47, "a")
     sel = select_queue(P47, info, table, "a", 1000, True)
-    assert sel.rule is Rule.PICK_ONE_AT_LEAST and sel.rewritten
+    assert sel.rule is Rule.PICK_ONE_AT_LEAST and sel.rewritten == 1
     assert sel.queue == MessageQueue("a", 0)
     # value 2 was the walk (positions 0, 1), value 3 the plain pick (position 1, b0, rewritten),
     # value 4 the queue id (4 % 1)
@@ -154,7 +154,7 @@ def test_5_never_removes_or_rewrites() -> None:
     for b in ("a", "b", "gone"):
         table.update(b, 500, 60_000, 0, reachable=False)
     sel = select_queue(P5, info, table, None, 1000, True)
-    assert sel.rule is Rule.FALLBACK_PLAIN and not sel.rewritten and sel.removed is None
+    assert sel.rule is Rule.FALLBACK_PLAIN and sel.rewritten is None and sel.removed is None
     assert len(table) == 3 and info.queues == [MessageQueue("a", 0), MessageQueue("b", 0)]
 
 

@@ -111,12 +111,12 @@ def _decide(seg: Segment, scope: str, row: Any, tables: ScopeTables | None, rout
         table.worst = fault.worst_index
         if sel.removed is not None:
             table.remove(sel.removed, pos, int(row.event_time), row.event_id)
-    if sel.rewritten:  # RocketMQ 4.x rewrote a queue of the list in place
-        pub.rewrites = {
-            at: Queue(q.broker_name, q.queue_id)
-            for at, q in enumerate(info.queues)
-            if [q.broker_name, q.queue_id] != facts.queues[at]
-        }
+    if (spot := sel.rewritten) is not None:  # RocketMQ 4.x rewrote a queue of the list in place
+        mq = info.queues[spot]
+        rewrites = {k: v for k, v in pub.rewrites.items() if k != spot}
+        if [mq.broker_name, mq.queue_id] != facts.queues[spot]:
+            rewrites[spot] = Queue(mq.broker_name, mq.queue_id)
+        pub.rewrites = dict(sorted(rewrites.items()))
         if swaps:
             _report_swap(seg, key, row, profile.name, before, info)
     pub.index = info.index
@@ -128,7 +128,7 @@ def _decide(seg: Segment, scope: str, row: Any, tables: ScopeTables | None, rout
                 "selected_broker": sel.queue.broker_name,
                 "selected_queue_id": sel.queue.queue_id,
                 "rule": sel.rule.value,
-                "rewritten": sel.rewritten,
+                "rewritten": sel.rewritten is not None,
                 "removed_broker": sel.removed,
                 "swallowed": sel.swallowed,
             }

@@ -99,8 +99,8 @@ class Selection:
 
     queue: MessageQueue
     rule: Rule
-    rewritten: bool = False
-    """4.x: ``queue`` is a queue of the route rewritten in place (``info.queues`` changed)."""
+    rewritten: int | None = None
+    """4.x: ``queue`` rewrote the route's queue at this place in ``info.queues``, in place."""
     removed: str | None = None
     """4.x: the broker removed from the fault table."""
     swallowed: str | None = None
@@ -268,7 +268,7 @@ def _select_latency_4(
             pos = info._plain(line)
             mq = MessageQueue(not_best, info._next(line) % write_queues, info.queues[pos].topic)
             info.queues[pos] = mq
-            return Selection(mq, Rule.PICK_ONE_AT_LEAST, rewritten=True)
+            return Selection(mq, Rule.PICK_ONE_AT_LEAST, rewritten=pos)
         if not_best is None:
             raise _NullPointer("latencyFaultTolerance.remove(null)")
         table.remove(not_best)
