@@ -1,16 +1,17 @@
 """What a send summary costs the engine, against the sends it stands for: the marginal CPU time
 per record of each, in the same scenario and the same batches.
 
-The scenario is simulated twice, its producers reporting in full and in summaries
-(``reporting``), parsed in batches of ``--batch``, and run through the engine alone, one key, as
-:mod:`streaming.bench.engine` does (the least CPU time of ``--runs`` runs). Each stream is run
-whole and again without the records in question, in the same batches: the sends a summary
-replaces (``SEND_OK`` first attempts) from the full stream, the ``send_summary`` records from the
-other. The difference over the records left out is what one of them costs; the last line is a
-summary's cost over a send's.
+The scenario is simulated twice, its producers reporting in full (``--repeat`` copies) and in
+summaries (``--summary-repeat``: a summarized stream has about a fourteenth of the records, so
+more copies give it more summaries and a steadier difference), parsed in batches of
+``--batch``, and run through the engine alone, one key, as :mod:`streaming.bench.engine` does
+(the least CPU time of ``--runs`` runs). Each stream is run whole and again without the records
+in question, in the same batches: the sends a summary replaces (``SEND_OK`` first attempts) from
+the full stream, the ``send_summary`` records from the other. The difference over the records
+left out is what one of them costs; the last line is a summary's cost over a send's.
 
-    python -m streaming.bench.summaries [--scenario default] [--repeat 20] [--batch 50000]
-                                        [--runs 3]
+    python -m streaming.bench.summaries [--scenario default] [--repeat 20] [--summary-repeat 100]
+                                        [--batch 50000] [--runs 3]
 """
 
 from __future__ import annotations
@@ -64,17 +65,26 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scenario", default="default")
     parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument(
+        "--summary-repeat",
+        type=int,
+        default=100,
+        help="copies for the summarized stream: about 1 record in 14 of the full one",
+    )
     parser.add_argument("--batch", type=int, default=50_000)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args(argv)
     _, full = bench_engine._batches(args.scenario, args.repeat, 1, args.batch, "full")
     sends, send_s = marginal(full, [replaced(b) for b in full], args.runs)
-    _, summarized = bench_engine._batches(args.scenario, args.repeat, 1, args.batch, "summary")
+    _, summarized = bench_engine._batches(
+        args.scenario, args.summary_repeat, 1, args.batch, "summary"
+    )
     kinds = [b["kind"] == EventKind.SEND_SUMMARY for b in summarized]
     summaries, summary_s = marginal(summarized, kinds, args.runs)
     print(
-        f"engine alone, scenario {args.scenario} x{args.repeat}, batches of {args.batch}, least "
-        f"CPU time of {args.runs} runs"
+        f"engine alone, scenario {args.scenario} x{args.repeat} in full and "
+        f"x{args.summary_repeat} in summaries, batches of {args.batch}, least CPU time of "
+        f"{args.runs} runs"
     )
     print(f"  a send (SEND_OK, first attempt): {send_s * 1e6:.1f} us, over {sends:,} of them")
     print(f"  a send summary: {summary_s * 1e6:.1f} us, over {summaries:,} of them")

@@ -86,11 +86,13 @@ def test_a_made_fleet_has_its_bad_day_in_proportion() -> None:
 def test_a_summary_is_priced_against_the_sends_it_stands_for(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    args = ["--scenario", "quick", "--repeat", "2", "--batch", "1000", "--runs", "1"]
+    args = ["--scenario", "quick", "--repeat", "2", "--summary-repeat", "2", "--batch", "1000",
+            "--runs", "1"]  # fmt: skip
     assert summaries.main(args) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[0] == (
-        "engine alone, scenario quick x2, batches of 1000, least CPU time of 1 runs"
+        "engine alone, scenario quick x2 in full and x2 in summaries, batches of 1000, least CPU "
+        "time of 1 runs"
     )
     sends = re.fullmatch(
         r"  a send \(SEND_OK, first attempt\): -?\d+\.\d us, over ([\d,]+) of them", lines[1]
