@@ -15,11 +15,13 @@ at every change of a route. Each route is recorded once per change in the ``rout
 
 from __future__ import annotations
 
+import bisect
 from typing import Any
 
 from udfs.engine._config import CLUSTER
 from udfs.engine._faults import Opened
 from udfs.engine._nameserver import RouteTimeline
+from udfs.engine._queues import Layout
 from udfs.engine._segment import Segment
 from udfs.engine._state import digest
 from udfs.engine._tables import Change
@@ -101,6 +103,9 @@ def _rows(
     routes = timeline.at_start
     whole = scope == CLUSTER  # rows that list every selectable queue
     rows = []
+    # per topic, its layout and the brokers of it isolated, as (place in the route, broker,
+    # until) in that order: kept up to date at each change instead of sorted at each row
+    held: dict[str, tuple[Layout, list[tuple[int, str, int]]]] = {}
     for t, _, eid, what, payload in points:
         if what == 0:
             changed = [tp for tp in known if payload.get(tp) is not routes.get(tp)]
@@ -112,18 +117,23 @@ def _rows(
             else:
                 isolated[broker] = until
             changed = [tp for tp in known if broker in queues.layout(routes.get(tp, ())).at]
+            for topic in changed:
+                if (kept := held.get(topic)) is not None:
+                    _move(kept[1], kept[0].at[broker], broker, isolated.get(broker))
         else:
             known.add(payload)
             changed = [payload]
         for topic in sorted(changed):
             route = routes.get(topic, ())
             layout = queues.layout(route)
-            positions = layout.at
-            isolated_here = tuple(
-                (b, u) for _, b, u in sorted(
-                    (positions[b], b, u) for b, u in isolated.items() if b in positions
+            kept = held.get(topic)
+            if kept is None or kept[0] is not layout:
+                positions = layout.at
+                kept = held[topic] = (
+                    layout,
+                    sorted((positions[b], b, u) for b, u in isolated.items() if b in positions),
                 )
-            ) if isolated else ()  # fmt: skip
+            isolated_here = tuple((b, u) for _, b, u in kept[1])
             table = layout.digest(isolated_here) if whole else _isolating(isolated_here)
             published = last.get(topic)
             last[topic] = table
@@ -144,6 +154,16 @@ def _rows(
                 }
             )
     return rows
+
+
+def _move(entries: list[tuple[int, str, int]], at: int, broker: str, until: int | None) -> None:
+    """``entries`` (in order) with ``broker``, at ``at`` in its route, held ``until`` (None: no
+    longer held)."""
+    i = bisect.bisect_left(entries, (at, broker))
+    if i < len(entries) and entries[i][:2] == (at, broker):
+        del entries[i]
+    if until is not None:
+        bisect.insort(entries, (at, broker, until))
 
 
 def _isolating(isolated: tuple[tuple[str, int], ...]) -> str:
