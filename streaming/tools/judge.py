@@ -239,7 +239,10 @@ def _fault_tables(
         for r in rows[: bisect.bisect_right(times, at)]:
             held[r["broker_name"]] = r
         real = {i["broker_name"]: i for i in snapshot["items"]}
-        in_route = _in_route(routes, route_times, at) & _in_route(routes, route_times, at + POLL_MS)
+        # a producer holds a route up to POLL_MS before or after the route events show it
+        in_route = set.intersection(
+            *(_in_route(routes, route_times, t) for t in (at - POLL_MS, at, at + POLL_MS))
+        )
         for broker in sorted(set(real) | set(held)):
             verdict.items += 1
             mine, theirs = held.get(broker), real.get(broker)
@@ -794,7 +797,9 @@ def run_faults(
     bed: Any, faults: Sequence[Fault], start: float, log: Callable[[str], None]
 ) -> dict[Fault, tuple[int, int]]:
     """Inject ``faults`` on the testbed ``bed``, timed from ``start`` (``time.monotonic``); when
-    each began and ended (epoch ms)."""
+    each began and ended (epoch ms): when its injection and its undoing began, since both can
+    take a while (a killed JVM's exit, a restarted broker's start) and what they cause starts
+    at once."""
     applied: dict[Fault, list[int]] = defaultdict(list)
     steps: list[tuple[float, str, Fault]] = []
     for f in faults:
@@ -803,6 +808,7 @@ def run_faults(
         time.sleep(max(0.0, start + at - time.monotonic()))
         broker = bed.broker(f.broker)
         log(f"{time.monotonic() - start:6.1f}s {f.kind} {f.broker} {what}")
+        applied[f].append(int(time.time() * 1000))
         if f.kind == "slow":
             broker.slow(SLOW_MS if what == "on" else 0)
         elif f.kind == "freeze":
@@ -813,7 +819,6 @@ def run_faults(
             broker.unreachable(what == "on")
         elif f.kind == "heartbeat":
             broker.stop_heartbeats(what == "on")
-        applied[f].append(int(time.time() * 1000))
     return {f: (t[0], t[1]) for f, t in applied.items()}
 
 
