@@ -336,6 +336,7 @@ def measure(
         return _length(_union((max(a, traffic[0]), min(c, traffic[1])) for a, c in spans))
 
     producers = [p for spec in scenario.producers for p in spec.expand()]
+    count = max(len(producers), 1)
     serves = {t.name: set(t.brokers) for t in scenario.topics}
     owns: dict[str, dict[str, list[tuple[int, int, int]]]] = {}
     for (pid, b), updates in record.own.items():
@@ -370,9 +371,8 @@ def measure(
                 for b, spans in read.items()
             )
             / 1000
-            / max(len(producers), 1)
+            / count
         )
-    count = max(len(producers), 1)
     return Figures(
         decided_healthy_isolated_s=wrongly,
         decided_capacity_lost_s=decided_lost,
