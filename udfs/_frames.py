@@ -42,6 +42,22 @@ def codes(values: pd.Series | pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, l
     return indices, encoded.dictionary.to_pylist()
 
 
+def distinct(*columns: np.ndarray | pd.Series, keep: str = "first") -> np.ndarray:
+    """The positions ``drop_duplicates`` keeps over ``columns`` (one value of each, missing
+    values alike), in row order: a frame's ``drop_duplicates`` costs a millisecond even on a
+    small batch, and copies every column."""
+    n = len(columns[0])
+    key = np.zeros(n, dtype=np.int64)
+    for column in columns:
+        coded, uniques = pd.factorize(np.asarray(column, dtype=object))
+        key = key * (len(uniques) + 1) + np.where(coded < 0, len(uniques), coded)
+    if keep == "last":
+        _, at = np.unique(key[::-1], return_index=True)
+        return np.sort(n - 1 - at)
+    _, at = np.unique(key, return_index=True)
+    return np.sort(at)
+
+
 @functools.lru_cache(maxsize=64)
 def _row(names: tuple[str, ...]) -> Any:
     return namedtuple("Row", names)

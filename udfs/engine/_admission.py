@@ -155,9 +155,9 @@ def _integers(events: pd.DataFrame) -> pd.DataFrame:
     """The integer columns as the admitted events alone would have them: a null in a rejected,
     late or repeated record made pandas read its column as floats, and a float's text (an
     event time in a seed) would differ from the integer's."""
-    floats = {
-        c: t
-        for c, t in _INTEGERS.items()
-        if events[c].dtype.kind == "f" and events[c].notna().all()
-    }
-    return events.astype(floats) if floats else events
+    floats = {}
+    for name, integer in _INTEGERS.items():
+        values = events[name].to_numpy()
+        if values.dtype.kind == "f" and not np.isnan(values).any():
+            floats[name] = values.astype(integer)
+    return events.assign(**floats) if floats else events

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
-from udfs._frames import tuples, where
+from udfs._frames import distinct, where
 from udfs.engine._config import CLUSTER
 from udfs.engine._segment import EventAt, Segment
 from udfs.engine._state import Item, State, Table
@@ -52,9 +53,15 @@ def open_tables(seg: Segment, scope: str, sends: pd.DataFrame) -> Opened:
     else:
         chosen = where(sends, sends["latency_fault_enable"].to_numpy(bool))
         followed = None  # each producer's own
-        firsts = chosen.drop_duplicates(["producer_id", "topic"])
-        columns = ("producer_id", "topic", "event_time", "event_id")
-        for pid, topic, t, eid in tuples(firsts, columns):
+        pids, topics = chosen["producer_id"].to_numpy(object), chosen["topic"].to_numpy(object)
+        firsts = distinct(pids, topics)
+        for pid, topic, t, eid in zip(
+            pids[firsts].tolist(),
+            topics[firsts].tolist(),
+            chosen["event_time"].to_numpy(np.int64)[firsts].tolist(),
+            chosen["event_id"].to_numpy(object)[firsts].tolist(),
+            strict=True,
+        ):
             tstate = _tstate(state, scope, str(pid))
             if topic not in tstate.topics:
                 tstate.topics = sorted([*tstate.topics, topic])
@@ -63,13 +70,18 @@ def open_tables(seg: Segment, scope: str, sends: pd.DataFrame) -> Opened:
         return opened
     rows = report_rows(chosen, followed, config)
     rows["key"] = (
-        cluster
+        np.full(len(rows["row"]), cluster, dtype=object)
         if scope == CLUSTER
-        else pd.Series(chosen["producer_id"].to_numpy(object)[rows["row"]], dtype=object)
+        else chosen["producer_id"].to_numpy(object)[rows["row"]]
     )
     # a producer's table follows the profile of its latest event
-    latest = rows.groupby("key", sort=False)["profile"].last()
-    key_profiles = {str(k): config.profile(str(p)) for k, p in latest.items()}
+    key_codes, keys = pd.factorize(rows["key"])
+    latest = np.zeros(len(keys), dtype=np.int64)
+    np.maximum.at(latest, key_codes, np.arange(len(key_codes)))
+    key_profiles = {
+        str(k): config.profile(str(p))
+        for k, p in zip(keys.tolist(), rows["profile"][latest].tolist(), strict=True)
+    }
     tstates = {}
     for key, profile in key_profiles.items():
         tstates[key] = _tstate(state, scope, key)

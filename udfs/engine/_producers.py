@@ -19,7 +19,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from udfs._frames import tuples
+from udfs._frames import distinct
 from udfs.engine._config import PRODUCER, EngineConfig
 from udfs.engine._segment import Segment
 from udfs.engine._state import FirstAttempt, Producer, State
@@ -70,12 +70,13 @@ def touch(state: State, sends: pd.DataFrame) -> None:
     """Each producer's latest send (its time and event id) in this segment."""
     if not len(sends):
         return
-    latest = sends.drop_duplicates("producer_id", keep="last")
+    pids = sends["producer_id"].to_numpy(object)
+    latest = distinct(pids, keep="last")
     known = state.producers
     for pid, t, eid in zip(
-        latest["producer_id"].tolist(),
-        latest["event_time"].tolist(),
-        latest["event_id"].tolist(),
+        pids[latest].tolist(),
+        sends["event_time"].to_numpy(np.int64)[latest].tolist(),
+        sends["event_id"].to_numpy(object)[latest].tolist(),
         strict=True,
     ):
         producer = known.get(pid)
@@ -96,40 +97,41 @@ def spent_budget(state: State, sends: pd.DataFrame, config: EngineConfig) -> np.
     out = np.zeros(len(sends), dtype=bool)
     if not len(sends):
         return out
-    frame = pd.DataFrame(
-        {
-            "pid": sends["producer_id"].to_numpy(object),
-            "key": (
-                sends["message_id"].astype(str)
-                + "|"
-                + sends["redelivery_count"].fillna(0).astype(int).astype(str)
-            ).to_numpy(object),
-            "start": sends["event_time"].to_numpy(np.int64)
-            - sends["latency_ms"].to_numpy(np.int64),
-            "latency": sends["latency_ms"].to_numpy(np.int64),
-        }
-    )
     attempt = sends["attempt"].to_numpy(np.int64)
+    pids = sends["producer_id"].to_numpy(object)
+    latency = sends["latency_ms"].to_numpy(np.int64)
+    start = sends["event_time"].to_numpy(np.int64) - latency
     summarized = sends["messages"].notna().to_numpy(bool)  # a summary's sends: no message
-    firsts = frame[(attempt == 0) & ~summarized].drop_duplicates(["pid", "key"], keep="last")
+    firsts = np.flatnonzero((attempt == 0) & ~summarized)
     failed = np.flatnonzero((attempt > 0) & ~sends["outcome"].isin(RETURNED).to_numpy(bool))
+    messages = sends["message_id"].to_numpy(object)
+    redelivered = sends["redelivery_count"].fillna(0).to_numpy().astype(np.int64)
+
+    def key(i: int) -> str | float:
+        """A message's send: its id and redelivery (NaN without an id, as pandas makes it)."""
+        m = messages[i]
+        return f"{m}|{redelivered[i]}" if isinstance(m, str) else np.nan
+
     known = state.producers
     if len(failed):
-        retries = frame.iloc[failed]
-        first = retries.merge(firsts, on=["pid", "key"], how="left", suffixes=("", "_0"))
-        began = first["start_0"].to_numpy(np.float64, copy=True)
+        began_at = {  # each message's last first attempt in the segment, whenever it came
+            (pids[i], key(i)): start[i]
+            for i in firsts[np.isin(pids[firsts], pids[failed])].tolist()
+        }
+        began = np.array(
+            [began_at.get((pids[i], key(i)), np.nan) for i in failed.tolist()], dtype=np.float64
+        )
         for j in np.flatnonzero(np.isnan(began)):  # its first attempt came in an earlier batch
-            producer = known.get(str(retries["pid"].iat[int(j)]))
+            producer = known.get(str(pids[failed[j]]))
             send = None if producer is None else producer.send
-            if send is not None and send.key == retries["key"].iat[int(j)]:
+            if send is not None and send.key == key(failed[j]):
                 began[j] = send.start
-        left = config.send_msg_timeout_ms - (retries["start"].to_numpy(np.int64) - began)
+        left = config.send_msg_timeout_ms - (start[failed] - began)
         with np.errstate(invalid="ignore"):
-            spent = (left < config.send_msg_timeout_ms) & (retries["latency"].to_numpy() >= left)
+            spent = (left < config.send_msg_timeout_ms) & (latency[failed] >= left)
         out[failed] = spent
-    latest = firsts.drop_duplicates("pid", keep="last")
-    for pid, key, start in tuples(latest, ("pid", "key", "start")):
-        known[pid].send = FirstAttempt(key, int(start))  # its latest first attempt
+    for i in firsts[distinct(pids[firsts], keep="last")].tolist():
+        known[pids[i]].send = FirstAttempt(key(i), int(start[i]))  # its latest first attempt
     return out
 
 

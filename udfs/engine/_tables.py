@@ -41,8 +41,10 @@ def _report_flags(profile: Profile, outcome: str, mode: str) -> tuple[tuple[int,
     return _FLAG_CACHE[key]
 
 
-def report_rows(sends: pd.DataFrame, profile: str | None, config: EngineConfig) -> pd.DataFrame:
-    """One row per updateFaultItem call, sorted by (time, event_id, phase): ``sends`` are
+def report_rows(
+    sends: pd.DataFrame, profile: str | None, config: EngineConfig
+) -> dict[str, np.ndarray]:
+    """One row per updateFaultItem call (as columns), sorted by (time, event_id, phase): ``sends`` are
     admitted events, in that order already (:func:`udfs.engine._admission.admit`). Each send
     follows ``profile``, or its own ``client_profile`` with None. ``row`` is the send's position
     in ``sends``."""
@@ -74,20 +76,18 @@ def report_rows(sends: pd.DataFrame, profile: str | None, config: EngineConfig) 
     # the dispatch report is applied at the event's own time, just before its result: one
     # stamped earlier than its event could land behind updates written in an earlier batch, and
     # the tables would then depend on where batches are cut
-    return pd.DataFrame(
-        {
-            "time": times[row],
-            "event_id": pd.Series(sends["event_id"].to_numpy(object)[row], dtype=object),
-            "phase": phase.astype(np.int8),
-            "broker": pd.Series(sends["broker_name"].to_numpy(object)[row], dtype=object),
-            "latency": np.where(phase == 0, 0, sends["latency_ms"].to_numpy(np.int64)[row]),
-            "isolation": isolation.astype(bool),
-            "reachable": reachable.astype(bool),
-            "outcome": pd.Series(np.array(names[1], dtype=object)[coded[1][row]], dtype=object),
-            "profile": pd.Series(np.array(names[0], dtype=object)[coded[0][row]], dtype=object),
-            "row": row,
-        }
-    )
+    return {
+        "time": times[row],
+        "event_id": sends["event_id"].to_numpy(object)[row],
+        "phase": phase.astype(np.int8),
+        "broker": sends["broker_name"].to_numpy(object)[row],
+        "latency": np.where(phase == 0, 0, sends["latency_ms"].to_numpy(np.int64)[row]),
+        "isolation": isolation.astype(bool),
+        "reachable": reachable.astype(bool),
+        "outcome": np.array(names[1], dtype=object)[coded[1][row]],
+        "profile": np.array(names[0], dtype=object)[coded[0][row]],
+        "row": row,
+    }
 
 
 # --- one fault table ------------------------------------------------------------------------------
@@ -234,18 +234,18 @@ class ScopeTables:
         scope: str,
         tstates: dict[str, Table],
         profiles: dict[str, Profile],
-        rows: pd.DataFrame,
+        rows: dict[str, np.ndarray],
         sends: pd.DataFrame,
     ) -> None:
         """``rows`` (from :func:`report_rows` over ``sends``, with a ``key`` column) are sorted
         by (time, event_id, phase); ``profiles`` gives each key's profile for this batch."""
         self.scope, self.tstates, self.profiles = scope, tstates, profiles
-        keys = rows["key"].to_numpy(object)
+        keys = rows["key"]
         key_codes, key_names = pd.factorize(keys, use_na_sentinel=False)
         self.init: dict[str, dict[str, Item]] = {
             k: {it.broker: it for it in tstates[k].items} for k in key_names
         }
-        brokers = rows["broker"].to_numpy(object)
+        brokers = rows["broker"]
         broker_codes, broker_names = pd.factorize(brokers, use_na_sentinel=False)
         width = max(len(broker_names), 1)
         # (key, broker) pairs, from each side's codes: any character may be in either name
@@ -260,7 +260,7 @@ class ScopeTables:
             ],
             dtype=np.int64,
         )[pair]
-        t = rows["time"].to_numpy(np.int64)
+        t = rows["time"]
         fresh = t >= updated
         self.stale = int((~fresh).sum())
         if self.stale:  # the pairs numbered again, in the order the fresh rows meet them
@@ -274,13 +274,13 @@ class ScopeTables:
         self.broker_codes = broker_codes[fresh]
         self.broker_code_names: list[str] = broker_names.tolist()
         self.time = t[fresh]
-        self.event_id = rows["event_id"].to_numpy(object)[fresh]
-        self.phase = rows["phase"].to_numpy(np.int8)[fresh]
-        self.latency = rows["latency"].to_numpy(np.int64)[fresh]
-        self.isolation = rows["isolation"].to_numpy(bool)[fresh]
-        self.reachable = rows["reachable"].to_numpy(bool)[fresh]
-        self.outcome = rows["outcome"].to_numpy(object)[fresh]
-        self.sends, self.row = sends, rows["row"].to_numpy(np.int64)[fresh]
+        self.event_id = rows["event_id"][fresh]
+        self.phase = rows["phase"][fresh]
+        self.latency = rows["latency"][fresh]
+        self.isolation = rows["isolation"][fresh]
+        self.reachable = rows["reachable"][fresh]
+        self.outcome = rows["outcome"][fresh]
+        self.sends, self.row = sends, rows["row"][fresh]
         n = len(self.time)
         self.profile_name = np.array([profiles[k].name for k in key_names], dtype=object)[key_codes]
         init_items = [self.init[k].get(b) for k, b in self.pairs]
@@ -557,21 +557,25 @@ def emit(
             Change(x.effective_at, x.order, x.cause, x.broker, x.decision, until)
         )
     if decisions:
-        d = pd.DataFrame(
-            decisions,
-            columns=[
-                "scope_key",
-                "broker_name",
-                "decision",
-                "effective_at",
-                "available_from",
-                "reason",
-                "cause_event_id",
-                "_order",
-            ],
-        ).drop(columns="_order")
-        d["profile"] = [profile_of(k).name for k in d["scope_key"]]
-        out.add(TableName.BROKER_DECISIONS, d.assign(scope=scope, cluster=cluster))
+        keys, brokers, kinds, at, until, reasons, causes, _ = zip(*decisions, strict=True)
+        n = len(decisions)
+        columns = {
+            "scope": [scope] * n,
+            "scope_key": keys,
+            "cluster": [cluster] * n,
+            "broker_name": brokers,
+            "decision": kinds,
+            "effective_at": at,
+            "available_from": until,
+            "reason": reasons,
+            "cause_event_id": causes,
+            "profile": [profile_of(k).name for k in keys],
+        }
+        schema = TABLES[TableName.BROKER_DECISIONS]
+        out.add(
+            TableName.BROKER_DECISIONS,
+            pa.table([pa.array(columns[f.name], f.type) for f in schema], schema=schema),
+        )
     return changes
 
 
@@ -605,12 +609,11 @@ def _decide(
     changed = first & (start != init_start[group]) | ~first & (start != np.roll(start, 1))
     changed |= removal
     run = np.cumsum(first) - 1
-    cause = pd.Series(np.where(changed, eid, np.array(None, dtype=object)), dtype="object")
-    cause_filled = cause.groupby(run).ffill()
-    cause_filled = cause_filled.where(
-        cause_filled.notna(), pd.Series(init_cause[group], dtype="object")
-    )
-    cause_arr = cause_filled.to_numpy(object)
+    # each row's cause: the event of the latest change of its pair's run so far, else the
+    # pair's own from before the batch
+    latest = np.maximum.accumulate(np.where(changed, np.arange(len(p)), -1))
+    run_start = np.flatnonzero(first)[run]
+    cause_arr = np.where(latest >= run_start, eid[np.maximum(latest, 0)], init_cause[group])
     prev_cause = np.where(first, init_cause[group], np.roll(cause_arr, 1))
     still = prev_iso & (prev_start > t)
     expired = prev_iso & (prev_start <= t)
