@@ -12,16 +12,33 @@ import pandas as pd
 import pyarrow as pa
 
 
-def tuples(frame: pd.DataFrame, columns: Sequence[str] | None = None) -> Iterable[Any]:
-    """The rows of ``frame`` over ``columns`` (default: all) as named tuples, with the values
-    ``frame.itertuples(index=False)`` gives. They are read a column at a time (``tolist``):
-    pandas' itertuples reads its string columns, which Arrow holds, one value at a time, and
-    costs a fixed time per column even for an empty frame (most frames of a small micro-batch
-    are). A loop names the columns it reads."""
-    if not len(frame):
+def tuples(
+    frame: pd.DataFrame, columns: Sequence[str] | None = None, rows: np.ndarray | None = None
+) -> Iterable[Any]:
+    """The rows of ``frame`` (those at the positions ``rows``, default: all) over ``columns``
+    (default: all) as named tuples, with the values ``frame.itertuples(index=False)`` gives.
+    They are read a column at a time (``tolist``): pandas' itertuples reads its string columns,
+    which Arrow holds, one value at a time, and costs a fixed time per column even for an empty
+    frame (most frames of a small micro-batch are). Taking ``rows`` of the columns read, rather
+    than filtering the frame first, leaves the other columns alone. A loop names the columns it
+    reads."""
+    if not len(frame) or (rows is not None and not len(rows)):
         return ()
     names = tuple(frame.columns if columns is None else columns)
-    return map(_row(names)._make, zip(*(frame[c].tolist() for c in names), strict=True))
+    values = (_column(frame[c], rows) for c in names)
+    return map(_row(names)._make, zip(*values, strict=True))
+
+
+def _column(column: pd.Series, rows: np.ndarray | None) -> list[Any]:
+    """The values ``column.tolist()`` gives, at ``rows``."""
+    values: list[Any]
+    if rows is None:
+        values = column.tolist()
+    elif column.dtype.kind in "biuf":
+        values = column.to_numpy()[rows].tolist()
+    else:
+        values = column.array.take(rows).tolist()  # texts: Arrow takes them
+    return values
 
 
 def where(frame: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+import numpy as np
 import pandas as pd
 
 from udfs._frames import tuples
@@ -145,12 +146,13 @@ class Schedule:
 
     # entering
 
-    def send_failures(self, failed: pd.DataFrame) -> None:
-        """Sends after which the producer gave up."""
+    def send_failures(self, sends: pd.DataFrame, failed: np.ndarray | None = None) -> None:
+        """Sends (those at the positions ``failed``, default: all) after which the producer
+        gave up."""
         r: Any
         columns = ("redelivery_count", "producer_group", "message_id", "event_id", "event_time",
                    "client_profile", "topic")  # fmt: skip
-        for r in tuples(failed, columns):
+        for r in tuples(sends, columns, failed):
             count = _int(r.redelivery_count, 0)
             group = _text(r.producer_group, DEFAULT_PRODUCER_GROUP)
             message_id = _text(r.message_id, str(r.event_id))
@@ -170,12 +172,13 @@ class Schedule:
             else:
                 self._enter(entry, str(r.topic), None, level)
 
-    def delayed_sends(self, stored: pd.DataFrame) -> None:
-        """Stored sends that asked for a delay level: the store redirects them."""
+    def delayed_sends(self, sends: pd.DataFrame, stored: np.ndarray | None = None) -> None:
+        """Stored sends (those at the positions ``stored``, default: all) that asked for a
+        delay level: the store redirects them."""
         r: Any
         columns = ("delay_level", "message_id", "event_id", "event_time", "producer_group",
                    "client_profile", "topic", "queue_id")  # fmt: skip
-        for r in tuples(stored, columns):
+        for r in tuples(sends, columns, stored):
             redirect = schedule_redirect(int(r.delay_level), self.policy.levels)
             if not redirect.delayed:
                 continue
@@ -192,14 +195,15 @@ class Schedule:
             }
             self._enter(entry, str(r.topic), _int(r.queue_id, 0), redirect.delay_level)
 
-    def consume_retries(self, retries: pd.DataFrame) -> None:
-        """``RECONSUME_LATER``: the consumer's send-back, the broker's way."""
+    def consume_retries(self, events: pd.DataFrame, retries: np.ndarray | None = None) -> None:
+        """``RECONSUME_LATER`` results (the events at the positions ``retries``, default: all):
+        the consumer's send-back, the broker's way."""
         r: Any
         backs: dict[tuple[Any, ...], Any] = {}  # many messages share their send-back's inputs
         columns = ("client_profile", "consumer_group", "reconsume_times", "delay_level",
                    "max_reconsume_times", "event_time", "event_id", "message_id",
                    "origin_message_id")  # fmt: skip
-        for r in tuples(retries, columns):
+        for r in tuples(events, columns, retries):
             profile = self.profile_of(r.client_profile)
             group = str(r.consumer_group)
             args = (

@@ -154,8 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     worst = [max(s for s, _, _ in split[b]) for b in steady]
     written = [whole[b][0][2] for b in steady]
     print(
-        f"steady: whole {sum(one) / len(one):.2f} s per batch (first {one[0]:.2f}, last "
-        f"{one[-1]:.2f}), state {sum(written) / len(written):,.0f} B per batch (largest "
+        f"steady: whole {sum(one) / len(one):.3f} s per batch (first {one[0]:.3f}, last "
+        f"{one[-1]:.3f}), state {sum(written) / len(written):,.0f} B per batch (largest "
         f"{max(written):,}); slowest of {args.shards} shards: {sum(worst) / sum(one):.2f} of the "
         "whole"
     )

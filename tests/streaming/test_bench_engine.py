@@ -29,7 +29,7 @@ def test_it_prints_each_batch_whole_and_sharded_then_the_steady_figures(
             row,
         ), row
     assert re.fullmatch(
-        r"steady: whole \d+\.\d\d s per batch \(first \d+\.\d\d, last \d+\.\d\d\), state "
+        r"steady: whole \d+\.\d{3} s per batch \(first \d+\.\d{3}, last \d+\.\d{3}\), state "
         r"[\d,]+ B per batch \(largest [\d,]+\); slowest of 3 shards: \d+\.\d\d of the whole",
         lines[-3],
     )

@@ -204,7 +204,7 @@ def _apply(seg: Segment) -> None:
         record(seg, routes)
     shared = sends if spent is None else where(sends, ~spent)
     opened = {s: open_tables(seg, s, shared if s == CLUSTER else mine) for s in seg.scopes}
-    retries = sends[after == Next.RETRY]
+    retries = np.flatnonzero(after == Next.RETRY)
     tables = {s: o.tables for s, o in opened.items() if o.tables is not None}
     decide(seg, retries, tables, routes)
     route = None

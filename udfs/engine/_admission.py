@@ -26,7 +26,7 @@ def next_steps(sends: pd.DataFrame, config: EngineConfig) -> np.ndarray:
     r: Any
     columns = ("client_profile", "outcome", "latency_ms", "mode", "attempt", "max_attempts",
                "response_code")  # fmt: skip
-    for i, r in zip(failed, tuples(sends.iloc[failed], columns), strict=True):
+    for i, r in zip(failed, tuples(sends, columns, failed), strict=True):
         effect = attempt_effect(
             config.profile(r.client_profile),
             Outcome(r.outcome),

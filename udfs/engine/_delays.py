@@ -28,11 +28,12 @@ def schedule_batch(
     # a half message is never delayed (the client clears DELAY) nor redelivered: a failed one
     # ends sendMessageInTransaction before its local transaction runs
     half = prepared(sends)
-    schedule.send_failures(sends[(after == Next.FAIL) & ~half])
+    schedule.send_failures(sends, np.flatnonzero((after == Next.FAIL) & ~half))
     delayed = (after == Next.RETURN) & ~half & (sends["delay_level"].fillna(0).to_numpy() > 0)
-    schedule.delayed_sends(sends[delayed])
-    retry = (events["kind"] == EventKind.CONSUME_RESULT) & (events["status"] == "RECONSUME_LATER")
-    schedule.consume_retries(events[retry])
+    schedule.delayed_sends(sends, np.flatnonzero(delayed))
+    kinds, status = events["kind"].to_numpy(object), events["status"].to_numpy(object)
+    retry = (kinds == EventKind.CONSUME_RESULT) & (status == "RECONSUME_LATER")
+    schedule.consume_retries(events, np.flatnonzero(retry))
     schedule.release(seg.clock_end, route)
     out.rows(TableName.SCHEDULE_ENTRIES, schedule.entries)
     out.rows(TableName.REDELIVERIES, schedule.redeliveries)

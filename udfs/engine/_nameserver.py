@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+import numpy as np
 import pandas as pd
 
 from udfs._frames import tuples
@@ -128,23 +129,24 @@ def follow(seg: Segment) -> RouteTimeline:
     out = seg.out if seg.shard.lead else None
     cluster, events = seg.cluster, seg.events
     view = _View(cluster, seg.state, seg.config, out)
-    ticks = events[events["kind"].isin([EventKind.HEARTBEAT, EventKind.ROUTE])]
+    kinds = events["kind"].to_numpy(object)
+    ticks = np.flatnonzero((kinds == EventKind.HEARTBEAT) | (kinds == EventKind.ROUTE))
     if out is not None:  # the NameServer's view at any instant, for incident review
-        beats = ticks[ticks["kind"] == EventKind.HEARTBEAT]
+        beats = ticks[kinds[ticks] == EventKind.HEARTBEAT]
         out.add(
             TableName.HEARTBEATS,
             pd.DataFrame(
                 {
                     "cluster": cluster,
-                    "broker_name": beats["broker_name"].to_numpy(object),
-                    "event_id": beats["event_id"].to_numpy(object),
-                    "event_time": beats["event_time"].to_numpy("int64"),
+                    "broker_name": events["broker_name"].to_numpy(object)[beats],
+                    "event_id": events["event_id"].to_numpy(object)[beats],
+                    "event_time": events["event_time"].to_numpy("int64")[beats],
                 }
             ),
         )
     row: Any
     columns = ("event_time", "event_id", "kind", "broker_name", "topic", "brokers_json")
-    for row in tuples(ticks, columns):  # in (event_time, event_id) order
+    for row in tuples(events, columns, ticks):  # in (event_time, event_id) order
         view.scans_until(int(row.event_time))
         if row.kind == EventKind.HEARTBEAT:
             view.heartbeat(row)

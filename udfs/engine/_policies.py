@@ -365,25 +365,32 @@ def _windows(
     in the state; a send to a window that closed already is not counted."""
     width = policies.outlier_window_ms
     kept = p.window
-    answered = sends[sends["outcome"].isin(_ANSWERED).to_numpy(bool)]
-    frame = pd.DataFrame(
-        {
-            "w": answered["event_time"].to_numpy(np.int64) // width,
-            "topic": answered["topic"].to_numpy(object),
-            "broker": answered["broker_name"].to_numpy(object),
-            "n": answered["messages"].fillna(1).to_numpy(np.int64),
-            "latency": answered["latency_total"].fillna(answered["latency_ms"]).to_numpy(np.int64),
-        }
-    )
+    answered = np.flatnonzero(sends["outcome"].isin(_ANSWERED).to_numpy(bool))
+    w = sends["event_time"].to_numpy(np.int64)[answered] // width
+    n = sends["messages"].fillna(1).to_numpy(np.int64)[answered]
+    latency = sends["latency_total"].fillna(sends["latency_ms"]).to_numpy(np.int64)[answered]
+    topic, topics = pd.factorize(sends["topic"].to_numpy(object)[answered], sort=True)
+    broker, brokers = pd.factorize(sends["broker_name"].to_numpy(object)[answered], sort=True)
+    counted = (topic >= 0) & (broker >= 0)
     windows: dict[int, dict[str, Any]] = {}
     if kept is not None:
-        frame = frame[frame["w"].to_numpy() >= kept.index]
+        counted &= w >= kept.index
         windows[kept.index] = kept.sums
-    sums = frame.groupby(["w", "topic", "broker"], sort=True)[["n", "latency"]].sum()
-    for (w, tp, b), (n, s) in zip(sums.index, sums.to_numpy().tolist(), strict=True):
-        slot = windows.setdefault(int(w), {}).setdefault(str(tp), {}).setdefault(str(b), [0, 0])
-        slot[0] += int(n)
-        slot[1] += int(s)
+    # the sums per (window, topic, broker), in that order
+    w, topic, broker = w[counted], topic[counted], broker[counted]
+    low, across = (int(w.min()) if len(w) else 0), len(brokers)
+    wide = len(topics) * across
+    slots, at = np.unique((w - low) * wide + topic * across + broker, return_inverse=True)
+    sums = np.zeros((len(slots), 2), dtype=np.int64)
+    np.add.at(sums, at, np.stack([n[counted], latency[counted]], axis=1))
+    topic_names, broker_names = topics.tolist(), brokers.tolist()
+    for slot, (count, total) in zip(slots.tolist(), sums.tolist(), strict=True):
+        at_topic = windows.setdefault(low + slot // wide, {}).setdefault(
+            topic_names[slot % wide // across], {}
+        )
+        pair = at_topic.setdefault(broker_names[slot % across], [0, 0])
+        pair[0] += count
+        pair[1] += total
     first_open = clock_end // width
     p.window = Window(first_open, windows.pop(first_open, {}))
     return {(w + 1) * width: stats for w, stats in sorted(windows.items()) if w < first_open}

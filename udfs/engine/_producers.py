@@ -14,7 +14,7 @@ rows are those of any other split into batches.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -107,8 +107,8 @@ def spent_budget(state: State, sends: pd.DataFrame, config: EngineConfig) -> np.
     messages = sends["message_id"].to_numpy(object)
     redelivered = sends["redelivery_count"].fillna(0).to_numpy().astype(np.int64)
 
-    def key(i: int) -> str | float:
-        """A message's send: its id and redelivery (NaN without an id, as pandas makes it)."""
+    def key(i: int) -> Any:
+        """A message's send: its id and redelivery (NaN without an id, as pandas made it)."""
         m = messages[i]
         return f"{m}|{redelivered[i]}" if isinstance(m, str) else np.nan
 

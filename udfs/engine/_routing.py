@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import pandas as pd
+import numpy as np
 
 from udfs._frames import tuples
 from udfs.engine._config import CLUSTER, PRODUCER
@@ -18,16 +18,20 @@ from udfs.engine._tables import ScopeTables
 from udfs.rocketmq import FaultTable, MessageQueue, SendMode, TopicPublishInfo, select_queue
 from udfs.vocabulary import Decision, TableName
 
+_READ = ("event_time", "event_id", "producer_id", "client_profile", "latency_fault_enable",
+         "topic", "message_id", "broker_name", "attempt", "mode", "queue_id")  # fmt: skip
+"""The fields of a retried send a decision reads."""
+
 
 def decide(
-    seg: Segment, retries: pd.DataFrame, tables: dict[str, ScopeTables], routes: RouteTimeline
+    seg: Segment, retries: np.ndarray, tables: dict[str, ScopeTables], routes: RouteTimeline
 ) -> None:
-    """One ``routing_decisions`` row per ``retries`` attempt (in event-time order) and scope of
-    the shard, on the scope's ``tables``; a producer's own scope only on the shard that owns
-    it."""
+    """One ``routing_decisions`` row per retried attempt (the segment's sends at the positions
+    ``retries``, in event-time order) and scope of the shard, on the scope's ``tables``; a
+    producer's own scope only on the shard that owns it."""
     row: Any
     scopes = seg.scopes
-    for row in tuples(retries):
+    for row in tuples(seg.sends, _READ, retries):
         now = routes.at(int(row.event_time), row.event_id)
         for scope in scopes:
             if scope == CLUSTER or seg.shard.owns(str(row.producer_id)):

@@ -44,8 +44,8 @@ def _report_flags(profile: Profile, outcome: str, mode: str) -> tuple[tuple[int,
 def report_rows(
     sends: pd.DataFrame, profile: str | None, config: EngineConfig
 ) -> dict[str, np.ndarray]:
-    """One row per updateFaultItem call (as columns), sorted by (time, event_id, phase): ``sends`` are
-    admitted events, in that order already (:func:`udfs.engine._admission.admit`). Each send
+    """One row per updateFaultItem call, as columns, sorted by (time, event_id, phase): ``sends``
+    are admitted events, in that order already (:func:`udfs.engine._admission.admit`). Each send
     follows ``profile``, or its own ``client_profile`` with None. ``row`` is the send's position
     in ``sends``."""
     times = sends["event_time"].to_numpy(np.int64)
@@ -557,7 +557,7 @@ def emit(
             Change(x.effective_at, x.order, x.cause, x.broker, x.decision, until)
         )
     if decisions:
-        keys, brokers, kinds, at, until, reasons, causes, _ = zip(*decisions, strict=True)
+        keys, brokers, kinds, at, since, reasons, causes, _ = zip(*decisions, strict=True)
         n = len(decisions)
         columns = {
             "scope": [scope] * n,
@@ -566,7 +566,7 @@ def emit(
             "broker_name": brokers,
             "decision": kinds,
             "effective_at": at,
-            "available_from": until,
+            "available_from": since,
             "reason": reasons,
             "cause_event_id": causes,
             "profile": [profile_of(k).name for k in keys],

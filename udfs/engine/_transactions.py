@@ -99,11 +99,10 @@ def transact(
     due = state.transactions_due
     if not is_end.any() and not is_half.any() and (due is None or due > clock_end):
         return
-    ends, halves = events[is_end], sends[is_half]
     reach = _Reach(isolated, changes, routes, state.answered, sends)
     run = _Run(seg, reach)
-    items = [(int(t), str(e), 0, r) for t, e, r in _rows(halves)]
-    items += [(int(t), str(e), 1, r) for t, e, r in _rows(ends)]
+    items = [(int(t), str(e), 0, r) for t, e, r in _rows(sends, np.flatnonzero(is_half))]
+    items += [(int(t), str(e), 1, r) for t, e, r in _rows(events, np.flatnonzero(is_end))]
     items.sort(key=lambda x: (x[0], x[2], x[1]))  # at one instant, a send before any end
     for t, eid, what, row in items:
         run.wakes(t)
@@ -179,9 +178,11 @@ _FIELDS = ["kind", "broker_name", "topic", "producer_id", "producer_group", "cli
 """The event fields this stage reads."""
 
 
-def _rows(frame: pd.DataFrame) -> list[tuple[Any, Any, Any]]:
-    rows = tuples(frame, _FIELDS)
-    return list(zip(frame["event_time"].tolist(), frame["event_id"].tolist(), rows, strict=True))
+def _rows(frame: pd.DataFrame, at: np.ndarray) -> list[tuple[Any, Any, Any]]:
+    """(event time, event id, the fields read) of the rows at the positions ``at``."""
+    times = tuples(frame, ("event_time", "event_id"), at)
+    rows = tuples(frame, _FIELDS, at)
+    return [(t.event_time, t.event_id, r) for t, r in zip(times, rows, strict=True)]
 
 
 class _Run:
