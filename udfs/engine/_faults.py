@@ -69,18 +69,20 @@ def open_tables(seg: Segment, scope: str, sends: pd.DataFrame) -> Opened:
     if len(chosen) == 0:
         return opened
     rows = report_rows(chosen, followed, config)
-    rows["key"] = (
-        np.full(len(rows["row"]), cluster, dtype=object)
-        if scope == CLUSTER
-        else chosen["producer_id"].to_numpy(object)[rows["row"]]
-    )
+    # each row's scope key, numbered in order of appearance
+    if scope == CLUSTER:
+        key_codes = np.zeros(len(rows["row"]), dtype=np.int64)
+        keys = [cluster] if len(key_codes) else []
+    else:
+        key_codes, named = pd.factorize(chosen["producer_id"].to_numpy(object)[rows["row"]])
+        keys = named.tolist()
+    rows["key"] = key_codes
     # a producer's table follows the profile of its latest event
-    key_codes, keys = pd.factorize(rows["key"])
     latest = np.zeros(len(keys), dtype=np.int64)
     np.maximum.at(latest, key_codes, np.arange(len(key_codes)))
     key_profiles = {
         str(k): config.profile(str(p))
-        for k, p in zip(keys.tolist(), rows["profile"][latest].tolist(), strict=True)
+        for k, p in zip(keys, rows["profile"][latest].tolist(), strict=True)
     }
     tstates = {}
     for key, profile in key_profiles.items():

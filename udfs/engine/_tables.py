@@ -237,11 +237,11 @@ class ScopeTables:
         rows: dict[str, np.ndarray],
         sends: pd.DataFrame,
     ) -> None:
-        """``rows`` (from :func:`report_rows` over ``sends``, with a ``key`` column) are sorted
-        by (time, event_id, phase); ``profiles`` gives each key's profile for this batch."""
+        """``rows`` (from :func:`report_rows` over ``sends``, with a ``key`` column: each row's
+        key by its place in ``profiles``) are sorted by (time, event_id, phase); ``profiles``
+        gives each key's profile for this batch."""
         self.scope, self.tstates, self.profiles = scope, tstates, profiles
-        keys = rows["key"]
-        key_codes, key_names = pd.factorize(keys, use_na_sentinel=False)
+        key_codes, key_names = rows["key"], list(profiles)  # numbered in the profiles' order
         self.init: dict[str, dict[str, Item]] = {
             k: {it.broker: it for it in tstates[k].items} for k in key_names
         }
