@@ -34,10 +34,13 @@ def _column(column: pd.Series, rows: np.ndarray | None) -> list[Any]:
     values: list[Any]
     if rows is None:
         values = column.tolist()
-    elif column.dtype.kind in "biuf":
-        values = column.to_numpy()[rows].tolist()
+    elif isinstance(column.dtype, pd.StringDtype):  # Arrow's texts: taken by Arrow itself
+        taken = pa.array(column.array).take(rows)
+        values = taken.to_pylist()
+        if taken.null_count:  # a missing text is NaN in pandas
+            values = [np.nan if v is None else v for v in values]
     else:
-        values = column.array.take(rows).tolist()  # texts: Arrow takes them
+        values = column.to_numpy()[rows].tolist()
     return values
 
 
