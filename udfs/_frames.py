@@ -69,7 +69,7 @@ def distinct(*columns: np.ndarray | pd.Series, keep: str = "first") -> np.ndarra
     n = len(columns[0])
     key = np.zeros(n, dtype=np.int64)
     for column in columns:
-        coded, uniques = pd.factorize(np.asarray(column, dtype=object))
+        coded, uniques = pd.factorize(column)  # a column Arrow holds: numbered by Arrow
         key = key * (len(uniques) + 1) + np.where(coded < 0, len(uniques), coded)
     if keep == "last":
         _, at = np.unique(key[::-1], return_index=True)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from udfs._frames import distinct, where
+from udfs._frames import distinct, tuples, where
 from udfs.engine._config import CLUSTER
 from udfs.engine._segment import EventAt, Segment
 from udfs.engine._state import Item, State, Table
@@ -53,15 +53,9 @@ def open_tables(seg: Segment, scope: str, sends: pd.DataFrame) -> Opened:
     else:
         chosen = where(sends, sends["latency_fault_enable"].to_numpy(bool))
         followed = None  # each producer's own
-        pids, topics = chosen["producer_id"].to_numpy(object), chosen["topic"].to_numpy(object)
-        firsts = distinct(pids, topics)
-        for pid, topic, t, eid in zip(
-            pids[firsts].tolist(),
-            topics[firsts].tolist(),
-            chosen["event_time"].to_numpy(np.int64)[firsts].tolist(),
-            chosen["event_id"].to_numpy(object)[firsts].tolist(),
-            strict=True,
-        ):
+        firsts = distinct(chosen["producer_id"], chosen["topic"])
+        columns = ("producer_id", "topic", "event_time", "event_id")
+        for pid, topic, t, eid in tuples(chosen, columns, firsts):
             tstate = _tstate(state, scope, str(pid))
             if topic not in tstate.topics:
                 tstate.topics = sorted([*tstate.topics, topic])

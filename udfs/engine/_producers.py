@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
-from udfs._frames import distinct
+from udfs._frames import distinct, tuples
 from udfs.engine._config import PRODUCER, EngineConfig
 from udfs.engine._segment import Segment
 from udfs.engine._state import FirstAttempt, Producer, State
@@ -70,15 +70,9 @@ def touch(state: State, sends: pd.DataFrame) -> None:
     """Each producer's latest send (its time and event id) in this segment."""
     if not len(sends):
         return
-    pids = sends["producer_id"].to_numpy(object)
-    latest = distinct(pids, keep="last")
+    latest = distinct(sends["producer_id"], keep="last")
     known = state.producers
-    for pid, t, eid in zip(
-        pids[latest].tolist(),
-        sends["event_time"].to_numpy(np.int64)[latest].tolist(),
-        sends["event_id"].to_numpy(object)[latest].tolist(),
-        strict=True,
-    ):
+    for pid, t, eid in tuples(sends, ("producer_id", "event_time", "event_id"), latest):
         producer = known.get(pid)
         if producer is None:
             known[pid] = Producer(t, eid)
