@@ -228,14 +228,15 @@ def figures(
 ) -> str:
     """What the job's metrics (:mod:`streaming.job.metrics`) need of one key's batch, as JSON:
     its cluster and shard, the gauges of its state (:func:`udfs.engine.gauges`), the rows it
-    wrote to the :data:`COUNTED` tables by those columns (``[*values, rows]``), and the Kafka
-    deliveries that failed while it published its decisions."""
+    wrote to the :data:`COUNTED` tables by those columns (``[*values, rows]``, in order), and
+    the Kafka deliveries that failed while it published its decisions."""
     counts = {}
     for name, columns in COUNTED.items():
         data = step.tables.get(name)
         if data is not None and len(data):
             grouped = data.group_by(columns).aggregate([([], "count_all")]).to_pylist()
-            counts[name] = [[*(r[c] for c in columns), r["count_all"]] for r in grouped]
+            # in order of their values: Arrow's groups come in no set order
+            counts[name] = sorted([*(r[c] for c in columns), r["count_all"]] for r in grouped)
     gauges = engine.gauges(cluster, step.state, config, shard)
     return json.dumps(
         {

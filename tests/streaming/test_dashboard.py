@@ -427,8 +427,16 @@ def test_a_bad_flag_stops_it_before_it_serves(tmp_path: Path) -> None:
 
 
 def _width(page: Any, selector: str) -> float:
-    """The element's drawn width, read from the live element: the page draws its tables again
-    at every refresh, and a box taken between two drawings is none."""
-    width = page.locator(selector).evaluate("e => e.getBoundingClientRect().width")
-    assert width > 0, selector
-    return float(width)
+    """The element's drawn width, read from the live element once it has one (at most 5 s):
+    the page draws its tables again at every refresh, and a box taken between two drawings is
+    none."""
+    drawn = page.wait_for_function(
+        """s => {
+            const e = document.querySelector(s);
+            const width = e ? e.getBoundingClientRect().width : 0;
+            return width > 0 ? width : null;
+        }""",
+        arg=selector,
+        timeout=5_000,
+    )
+    return float(drawn.json_value())
