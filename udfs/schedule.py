@@ -146,9 +146,8 @@ class Schedule:
 
     # entering
 
-    def send_failures(self, sends: pd.DataFrame, failed: np.ndarray | None = None) -> None:
-        """Sends (those at the positions ``failed``, default: all) after which the producer
-        gave up."""
+    def send_failures(self, sends: pd.DataFrame, failed: np.ndarray) -> None:
+        """The sends at the positions ``failed``, after which the producer gave up."""
         r: Any
         columns = ("redelivery_count", "producer_group", "message_id", "event_id", "event_time",
                    "client_profile", "topic")  # fmt: skip
@@ -172,9 +171,9 @@ class Schedule:
             else:
                 self._enter(entry, str(r.topic), None, level)
 
-    def delayed_sends(self, sends: pd.DataFrame, stored: np.ndarray | None = None) -> None:
-        """Stored sends (those at the positions ``stored``, default: all) that asked for a
-        delay level: the store redirects them."""
+    def delayed_sends(self, sends: pd.DataFrame, stored: np.ndarray) -> None:
+        """The stored sends at the positions ``stored``, which asked for a delay level: the
+        store redirects them."""
         r: Any
         columns = ("delay_level", "message_id", "event_id", "event_time", "producer_group",
                    "client_profile", "topic", "queue_id")  # fmt: skip
@@ -195,9 +194,9 @@ class Schedule:
             }
             self._enter(entry, str(r.topic), _int(r.queue_id, 0), redirect.delay_level)
 
-    def consume_retries(self, events: pd.DataFrame, retries: np.ndarray | None = None) -> None:
-        """``RECONSUME_LATER`` results (the events at the positions ``retries``, default: all):
-        the consumer's send-back, the broker's way."""
+    def consume_retries(self, events: pd.DataFrame, retries: np.ndarray) -> None:
+        """The ``RECONSUME_LATER`` results at the positions ``retries``: the consumer's
+        send-back, the broker's way."""
         r: Any
         backs: dict[tuple[Any, ...], Any] = {}  # many messages share their send-back's inputs
         columns = ("client_profile", "consumer_group", "reconsume_times", "delay_level",

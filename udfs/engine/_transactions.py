@@ -172,17 +172,16 @@ def remember_answers(state: State, sends: pd.DataFrame) -> None:
     state.answered.update(zip(brokers, outcomes, strict=True))  # last wins
 
 
-_FIELDS = ["kind", "broker_name", "topic", "producer_id", "producer_group", "client_profile",
-           "message_id", "transaction_id", "outcome", "latency_ms", "check_immunity_s",
-           "check_immunity", "local_state", "check_times"]  # fmt: skip
+_FIELDS = ("event_time", "event_id", "kind", "broker_name", "topic", "producer_id",
+           "producer_group", "client_profile", "message_id", "transaction_id", "outcome",
+           "latency_ms", "check_immunity_s", "check_immunity", "local_state",
+           "check_times")  # fmt: skip
 """The event fields this stage reads."""
 
 
 def _rows(frame: pd.DataFrame, at: np.ndarray) -> list[tuple[Any, Any, Any]]:
     """(event time, event id, the fields read) of the rows at the positions ``at``."""
-    times = tuples(frame, ("event_time", "event_id"), at)
-    rows = tuples(frame, _FIELDS, at)
-    return [(t.event_time, t.event_id, r) for t, r in zip(times, rows, strict=True)]
+    return [(r.event_time, r.event_id, r) for r in tuples(frame, _FIELDS, at)]
 
 
 class _Run:
