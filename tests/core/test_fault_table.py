@@ -6,9 +6,12 @@ from __future__ import annotations
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.core.conftest import P5, P47, P49, FixedRandom
 from udfs.rocketmq import FaultItem, FaultTable, Profile
+from udfs.rocketmq._fault import _ConcurrentHashMapOrder
 
 
 def test_4x_overwrites_so_a_fast_success_clears_an_isolation() -> None:
@@ -157,6 +160,35 @@ def test_resize_at_24_entries_splits_bins_as_java_transfer_does() -> None:
     assert order == ["zz", "\x81", "A", "a", "!", *fillers]
     restored = FaultTable(P49, items=list(t), capacity=t.capacity)
     assert [i.name for i in restored] == order
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text("aAbB!\x81zZ", min_size=1, max_size=3), unique=True, max_size=60), st.data())
+def test_names_joined_at_once_keep_the_order_of_names_put_one_by_one(
+    names: list[str], data: st.DataObject
+) -> None:
+    """``_ConcurrentHashMapOrder.joined`` (a stable sort by bin when no resize is due) gives the
+    order and capacity of a table the new names were reported into one after another."""
+    split = data.draw(st.integers(0, len(names)))
+    _assert_joined_as_put(names, split)
+
+
+@pytest.mark.parametrize("size", [23, 24, 25, 47, 48, 49])
+def test_names_joined_up_to_a_resize_keep_the_order_of_names_put_one_by_one(size: int) -> None:
+    names = [chr(c) for c in range(ord("!"), ord("!") + size)]
+    for split in (0, size // 2, size - 1):
+        _assert_joined_as_put(names, split)
+
+
+def _assert_joined_as_put(names: list[str], split: int) -> None:
+    table = FaultTable(P49)
+    for name in names[:split]:
+        table.report(name, 1, False, 0)
+    before, capacity = [i.name for i in table], table.capacity
+    for name in names[split:]:
+        table.report(name, 1, False, 0)
+    joined = _ConcurrentHashMapOrder.joined(capacity, before, names[split:])
+    assert joined == ([i.name for i in table], table.capacity)
 
 
 def test_a_table_over_another_reads_it_in_place_and_copies_it_on_a_change() -> None:

@@ -12,6 +12,7 @@ arrays (:class:`Seen`). Versions 1 to 4 were JSON documents; :func:`loads` conve
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 import random
@@ -361,31 +362,37 @@ def _encode_tables(tables: dict[str, Table]) -> list[Any]:
     keys = sorted(tables)
     chosen = [tables[k] for k in keys]
     items = [it for t in chosen for it in t.items]
-    names = sorted({it.broker for it in items})
+    brokers, latency, start, reachable, updated, pending, cause = (
+        zip(*items, strict=True) if items else ((),) * len(Item._fields)
+    )
+    names = sorted(set(brokers))
     code = {b: i for i, b in enumerate(names)}
+    after = np.array(start, np.int64) - np.array(updated, np.int64)
     return [
         keys,
         [[t.profile, t.cap, t.worst, t.topics, t.due, len(t.items)] for t in chosen],
         names,
-        np.array([code[it.broker] for it in items], np.uint32).tobytes(),
-        [it.latency for it in items],
-        [it.start - it.updated_at for it in items],
-        [it.reachable for it in items],
-        [it.updated_at for it in items],
-        [it.pending for it in items],
-        [it.cause if it.start > it.updated_at else "" for it in items],
+        np.array([code[b] for b in brokers], np.uint32).tobytes(),
+        latency,
+        after.tolist(),
+        reachable,
+        updated,
+        pending,
+        [c if d > 0 else "" for c, d in zip(cause, after.tolist(), strict=True)],
     ]
+
+
+_ITEM = functools.partial(tuple.__new__, Item)
+"""An :class:`Item` from a tuple of its fields, without a Python call."""
 
 
 def _decode_tables(columns: list[Any]) -> dict[str, Table]:
     keys, meta, names, codes, latency, start, reachable, updated, pending, cause = columns
     brokers = [names[c] for c in np.frombuffer(codes, np.uint32).tolist()]
-    items = [
-        Item(b, lat, u + d, r, u, p, c)
-        for b, lat, d, r, u, p, c in zip(
-            brokers, latency, start, reachable, updated, pending, cause, strict=True
-        )
-    ]
+    starts = (np.array(updated, np.int64) + np.array(start, np.int64)).tolist()
+    items = list(
+        map(_ITEM, zip(brokers, latency, starts, reachable, updated, pending, cause, strict=True))
+    )
     tables, at = {}, 0
     for key, (profile, cap, worst, topics, due, n) in zip(keys, meta, strict=True):
         tables[key] = Table(profile, items[at : at + n], cap, worst, topics, due)

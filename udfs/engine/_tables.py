@@ -487,18 +487,11 @@ class ScopeTables:
         """The order of a table no routing decision read, after the brokers it meets for the
         first time joined it where they first appear (as :class:`_Table` would), and its
         capacity."""
-        met = [  # in row order
-            self.broker_code_names[c]
-            for c in dict.fromkeys(self.broker_codes[self.positions(key)].tolist())
-        ]
         init = self.init[key]
-        order = _ConcurrentHashMapOrder(tstate.cap, [it.broker for it in tstate.items])
-        size = len(tstate.items)
-        for broker in met:
-            if broker not in init:
-                size += 1
-                order.add(broker, size)
-        return list(order), order.capacity
+        met = dict.fromkeys(self.broker_codes[self.positions(key)].tolist())  # in row order
+        names = self.broker_code_names
+        new = [b for c in met if (b := names[c]) not in init]
+        return _ConcurrentHashMapOrder.joined(tstate.cap, [it.broker for it in tstate.items], new)
 
 
 def _settle(

@@ -99,6 +99,20 @@ class _ConcurrentHashMapOrder:
         if size_after >= self.capacity - (self.capacity >> 2):
             self._resize()
 
+    @classmethod
+    def joined(cls, capacity: int, names: list[str], new: list[str]) -> tuple[list[str], int]:
+        """The order, and the capacity, of a map iterated as ``names`` once ``new`` names
+        (none of them in it) were put in it one after another."""
+        size = len(names) + len(new)
+        if size < capacity - (capacity >> 2):  # no resize: each new name at its bin's tail
+            # ``names`` are in bin order already, so a stable sort by bin puts each new name
+            # after the names of its bin
+            return sorted(names + new, key=lambda name: cls._bin(name, capacity)), capacity
+        order = cls(capacity, names)
+        for at, name in enumerate(new, start=len(names) + 1):
+            order.add(name, at)
+        return list(order), order.capacity
+
     def copy(self) -> _ConcurrentHashMapOrder:
         made = _ConcurrentHashMapOrder(self.capacity)
         made._bins = {index: list(bucket) for index, bucket in self._bins.items()}
