@@ -225,3 +225,44 @@ def test_a_row_whose_route_is_not_recorded_is_refused() -> None:
         pa.array([[{"broker_name": "x", "queue_id": 3}]], TABLES["routing_table"][6].type),
     )
     assert whole(given, None).equals(given)  # a listed queue wins: nothing to look up
+
+
+def test_a_state_of_version_5_resumes_with_the_whole_tables_it_published(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A version 5 state may keep a producer's digest of the whole table (table format 2): read
+    again, such a digest is marked and still recognised, so the state resumes with the rows a
+    run from the start gives. The same digests in a version 6 state are the isolated brokers'
+    alone, and would write rows the format-2 writer had already written."""
+    events = _events("default")
+    config = engine_config(load_job_config())
+    cluster, cut = events[0]["cluster"], len(events) // 2
+    # a route that takes in a read-only broker: every producer of the topic meets a change of
+    # its route, and the whole table (the writable queues) stays as it was published
+    declared = [e for e in events[:cut] if e["kind"] == "route"][-1]
+    brokers = [*declared["brokers"], {"broker_name": "broker-z", "write_queue_nums": 4, "perm": 4}]
+    taken_in = {**declared, "event_id": "route-read-only", "brokers": brokers}
+    taken_in["event_time"] = events[cut]["event_time"]
+    legacy, published = Legacy(), {}
+    real = engine.publish
+
+    def both(seg: Any, opened: Any, changes: Any, routes: Any) -> None:
+        # the format-2 writer, on its own digests from the start
+        shadow = dataclasses.replace(seg.state, published=published)
+        legacy.publish(seg.cluster, shadow, opened, changes, routes, seg.first_event, seg.config)
+        real(seg, opened, changes, routes)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(engine, "publish", both)
+        first = engine.advance(cluster, None, _parsed(events[:cut]), config).state
+    rest = _parsed([taken_in, *events[cut:]])
+    ours = engine.advance(cluster, engine.loads(engine.dumps(first)), rest, config)
+    old = dataclasses.replace(first, published=published)
+    text = engine.dumps(old)
+    version = f"{engine.STATE_VERSION}:"
+    assert text.startswith(version)
+    resumed = engine.advance(cluster, engine.loads(text.replace(version, "5:", 1)), rest, config)
+    for name, table in ours.tables.items():
+        assert resumed.tables[name].equals(table), name
+    unmarked = engine.advance(cluster, engine.loads(text), rest, config)
+    assert unmarked.tables["routing_table"].num_rows > ours.tables["routing_table"].num_rows

@@ -4,6 +4,7 @@ brokers."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from typing import Any, NamedTuple
@@ -89,17 +90,34 @@ class Layout:
     def __init__(self, route: Route) -> None:
         self.route = route  # kept, so that its id is not reused while the layout is cached
         self.at = {b: i for i, (b, _, _) in enumerate(route)}
-        writable = [(b, w) for b, w, perm in route if perm & 2 and w > 0]
-        self.text = [(b, ",".join(f"[{json.dumps(b)},{q}]" for q in range(w))) for b, w in writable]
-        ends = np.cumsum([w for _, w in writable], dtype=np.int64)
-        self.span = {b: (int(e) - w, int(e)) for (b, w), e in zip(writable, ends, strict=True)}
-        self.queues = pa.array(
-            [{"broker_name": b, "queue_id": q} for b, w in writable for q in range(w)],
-            _SELECTABLE.value_type,
-        )
+        self._writable = [(b, w) for b, w, perm in route if perm & 2 and w > 0]
+        ends = np.cumsum([w for _, w in self._writable], dtype=np.int64)
+        self.span = {
+            b: (int(e) - w, int(e)) for (b, w), e in zip(self._writable, ends, strict=True)
+        }
         self._prefixes: dict[tuple[str, ...], hashlib.blake2b] = {}
         self._digests: dict[tuple[tuple[str, int], ...], str] = {}
         self._selectable: dict[tuple[str, ...], pa.Array] = {}
+
+    @functools.cached_property
+    def text(self) -> list[tuple[str, str]]:
+        """Each writable broker's queues as JSON text, ``[broker,queue]`` apart by commas."""
+        named = [(b, json.dumps(b), w) for b, w in self._writable]
+        return [(b, ",".join(f"[{name},{q}]" for q in range(w))) for b, name, w in named]
+
+    @functools.cached_property
+    def queues(self) -> pa.StructArray:
+        """The writable queues as Arrow rows."""
+        counts = np.array([w for _, w in self._writable], dtype=np.int64)
+        firsts = np.repeat(np.cumsum(counts) - counts, counts)  # each queue's broker's first
+        brokers = pa.array([b for b, _ in self._writable], pa.string())
+        return pa.StructArray.from_arrays(
+            [
+                brokers.take(np.repeat(np.arange(len(counts)), counts)),
+                pa.array(np.arange(len(firsts)) - firsts, pa.int32()),
+            ],
+            fields=list(_SELECTABLE.value_type),
+        )
 
     def _out(self, isolated: tuple[tuple[str, int], ...]) -> tuple[str, ...]:
         """The isolated brokers that have writable queues here: all the selectable list

@@ -23,7 +23,7 @@ from udfs.engine._faults import Opened
 from udfs.engine._nameserver import RouteTimeline
 from udfs.engine._queues import Layout
 from udfs.engine._segment import Segment
-from udfs.engine._state import digest
+from udfs.engine._state import LEGACY, digest
 from udfs.engine._tables import Change
 from udfs.vocabulary import Decision, TableName
 
@@ -137,8 +137,12 @@ def _rows(
             table = layout.digest(isolated_here) if whole else _isolating(isolated_here)
             published = last.get(topic)
             last[topic] = table
-            if published == table or (not whole and published == layout.digest(isolated_here)):
-                continue  # (a producer's table published before table format 4 named its route)
+            if published == table or (
+                published is not None
+                and published.startswith(LEGACY)  # kept by an older state: format 2's whole table
+                and published[1:] in (table, layout.digest(isolated_here))
+            ):
+                continue
             rows.append(
                 {
                     "scope": scope,

@@ -29,7 +29,14 @@ from udfs.engine._config import CLUSTER, PRODUCER, Route
 from udfs.rocketmq import TopicPublishInfo
 from udfs.schedule import Waiting
 
-STATE_VERSION = 5
+STATE_VERSION = 6
+"""Version 6 marks the producer-scope digests of the states it reads from older versions
+(:data:`LEGACY`); its texts are version 5's otherwise."""
+
+LEGACY = "~"
+"""Before a producer-scope digest of ``published``: one kept by a state of version 5 or older,
+which may stand for the whole routing table (table format 2) rather than for its isolated
+brokers alone. Only such a digest is ever compared with the whole table's."""
 
 
 class Item(NamedTuple):
@@ -303,13 +310,22 @@ def loads(text: str) -> State:
     if text.startswith("{"):
         return _from_json(json.loads(text))
     version, size, body = text.split(":", 2)
-    if int(version) != STATE_VERSION:
+    if int(version) not in (5, STATE_VERSION):
         raise ValueError(
             f"state schema version {version} is not {STATE_VERSION}: this checkpoint was "
             "written by a newer faultline version; start from a new checkpoint"
         )
     raw = pa.decompress(base64.b64decode(body), int(size), codec="zstd", asbytes=True)
-    return _decode(msgpack.unpackb(raw, raw=False, strict_map_key=False, use_list=True))
+    state = _decode(msgpack.unpackb(raw, raw=False, strict_map_key=False, use_list=True))
+    return state if int(version) == STATE_VERSION else _legacy_published(state)
+
+
+def _legacy_published(state: State) -> State:
+    """A state of version 5 or older, its producer-scope digests marked :data:`LEGACY`."""
+    for key, topics in state.published.items():
+        if key.startswith(f"{PRODUCER}|"):
+            state.published[key] = {topic: LEGACY + d for topic, d in topics.items()}
+    return state
 
 
 _PARTS = tuple(State.__dataclass_fields__)
@@ -499,7 +515,7 @@ def _from_json(state: dict[str, Any]) -> State:
             f"state schema version {state.get('v')} is not {STATE_VERSION}: this checkpoint was "
             "written by another faultline version; start from a new checkpoint"
         )
-    return _typed(state)
+    return _legacy_published(_typed(state))
 
 
 def _typed(v4: dict[str, Any]) -> State:
