@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections import namedtuple
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 
 def tuples(
@@ -42,6 +44,51 @@ def _column(column: pd.Series, rows: np.ndarray | None) -> list[Any]:
     else:
         values = column.to_numpy()[rows].tolist()
     return values
+
+
+def isin(column: pd.Series, values: Collection[str]) -> np.ndarray:
+    """Which of the column's texts are among ``values`` (a missing text is not), compared by
+    Arrow: no Python object is made for each text."""
+    if isinstance(column.dtype, pd.StringDtype):
+        held = column.array.__arrow_array__()
+        found = pc.is_in(held, value_set=pa.array(list(values), held.type))
+        return np.asarray(found.to_numpy(zero_copy_only=False), dtype=bool)
+    return np.isin(column.to_numpy(object), list(values))
+
+
+def equal(column: pd.Series, value: str) -> np.ndarray:
+    """Which of the column's texts are ``value`` (as :func:`isin`)."""
+    return isin(column, (value,))
+
+
+_MEMOS: list[dict[int, tuple[pa.ChunkedArray, np.ndarray]]] = []
+"""Each open :func:`memo`'s texts, the innermost last."""
+
+
+@contextlib.contextmanager
+def memo() -> Iterator[None]:
+    """Within it, :func:`objects` makes the Python texts of each Arrow column once: a batch's
+    stages read the same columns (event ids, producers, brokers) again and again. The texts
+    are held until it ends."""
+    _MEMOS.append({})
+    try:
+        yield
+    finally:
+        _MEMOS.pop()
+
+
+def objects(column: pd.Series) -> np.ndarray:
+    """``column.to_numpy(object)``: within :func:`memo`, made once per Arrow column and
+    read-only."""
+    if not _MEMOS or not isinstance(column.dtype, pd.StringDtype):
+        return column.to_numpy(object)
+    held = column.array.__arrow_array__()
+    made = _MEMOS[-1].get(id(held))  # the column is held beside it: its id is not reused
+    if made is None:
+        values = column.to_numpy(object)
+        values.flags.writeable = False
+        made = _MEMOS[-1][id(held)] = (held, values)
+    return made[1]
 
 
 def where(frame: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:

@@ -7,7 +7,7 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from udfs._frames import distinct, tuples
+from udfs._frames import distinct, equal, isin, memo, objects, tuples
 
 _TEXT = st.one_of(st.none(), st.sampled_from(["a", "b", "a|0", ""]))
 
@@ -61,3 +61,25 @@ def test_tuples_at_rows_read_what_tuples_of_the_filtered_frame_read(rows, data) 
     for row, want in zip(got, expected, strict=True):
         assert row._fields == want._fields
         assert all(_same(a, b) for a, b in zip(row, want, strict=True)), (row, want)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_ROWS, st.lists(_TEXT.filter(lambda t: t is not None), max_size=3))
+def test_isin_and_objects_give_what_the_python_texts_give(
+    rows: list[tuple[str | None, str | None, int, float | None, bool | None]], values: list[str]
+) -> None:
+    """``isin`` and ``equal`` compare Arrow's texts by Arrow, a missing text matching nothing;
+    ``objects`` gives ``to_numpy(object)``, made once per column within ``memo``."""
+    frame = _frame(rows)
+    texts = frame["text"].to_numpy(object)
+    assert isin(frame["text"], values).tolist() == np.isin(texts, values).tolist()
+    for value in values:
+        assert equal(frame["text"], value).tolist() == (texts == value).tolist()
+    assert isin(frame["flag"], ["a"]).tolist() == [False] * len(rows)  # not a text column
+    fresh = objects(frame["text"])
+    assert fresh.flags.writeable and objects(frame["text"]) is not fresh
+    with memo():
+        made = objects(frame["text"])
+        assert made is objects(frame["text"]) and not made.flags.writeable
+        assert objects(frame["other"]) is not made
+    assert pd.Series(made, dtype=object).equals(pd.Series(texts, dtype=object))

@@ -52,7 +52,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from udfs._frames import where
+from udfs._frames import equal, isin, memo, objects, where
 from udfs.engine._admission import (
     RECORD_COLUMNS,
     admit,
@@ -138,6 +138,13 @@ def advance(
     """Apply one batch of a cluster's events. ``events`` has the parsed event columns (see
     ``udfs.schema.EVENTS``) and may be empty (nothing changes then). ``shard`` says which part of
     the cluster's work this call does (:mod:`udfs.engine._shards`); by default, all of it."""
+    with memo():  # each text column of the batch made Python objects once
+        return _advance(cluster, state, events, config, shard)
+
+
+def _advance(
+    cluster: str, state: State | None, events: pd.DataFrame, config: EngineConfig, shard: Shard
+) -> Step:
     state = state if state is not None else new_state()
     out = Out()
     # every shard admits every record alike; only the lead files and counts them
@@ -175,10 +182,9 @@ def advance(
 def _owned(events: pd.DataFrame, shard: Shard) -> pd.DataFrame:
     """What a shard other than the lead applies: the NameServer's events and its producers'
     sends."""
-    kind = events["kind"].to_numpy(object)
-    keep = np.isin(kind, [EventKind.HEARTBEAT, EventKind.ROUTE])
-    sends = np.flatnonzero(kind == EventKind.SEND_RESULT)
-    keep[sends] = shard.mask(events["producer_id"].to_numpy(object)[sends])
+    keep = isin(events["kind"], (EventKind.HEARTBEAT, EventKind.ROUTE))
+    sends = np.flatnonzero(equal(events["kind"], EventKind.SEND_RESULT))
+    keep[sends] = shard.mask(objects(events["producer_id"])[sends])
     return events[keep].reset_index(drop=True)
 
 

@@ -10,7 +10,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from udfs._frames import tuples
+from udfs._frames import equal, objects, tuples
 from udfs.engine._config import EngineConfig
 from udfs.engine._output import Out, quarantine_rows
 from udfs.engine._state import State, id_hashes
@@ -23,7 +23,7 @@ def next_steps(sends: pd.DataFrame, config: EngineConfig) -> np.ndarray:
     """What each producer did after each attempt (:class:`Next`): a failed attempt with attempts
     left is a routing decision; one after which it gave up is a failed message."""
     after = np.full(len(sends), Next.RETURN, dtype=object)
-    failed = np.flatnonzero(sends["outcome"].to_numpy() != "SEND_OK")
+    failed = np.flatnonzero(~equal(sends["outcome"], "SEND_OK"))
     r: Any
     columns = ("client_profile", "outcome", "latency_ms", "mode", "attempt", "max_attempts",
                "response_code")  # fmt: skip
@@ -113,7 +113,7 @@ def admit(
     ingest = events["ingest_ms"].to_numpy(np.float64, na_value=np.nan)[order]
     future = ~late & ~np.isnan(ingest) & (t > np.nan_to_num(ingest) + config.max_future_skew_ms)
     candidates = ~late & ~future
-    hashes = id_hashes(events["event_id"].to_numpy(object)[order])
+    hashes = id_hashes(objects(events["event_id"])[order])
     repeated = np.zeros(len(t), dtype=bool)
     if candidates.any():
         chosen = hashes[candidates]

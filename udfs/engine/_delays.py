@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from udfs._frames import equal
 from udfs.engine._segment import Segment
 from udfs.engine._transactions import prepared
 from udfs.rocketmq import Next
@@ -31,8 +32,9 @@ def schedule_batch(
     schedule.send_failures(sends, np.flatnonzero((after == Next.FAIL) & ~half))
     delayed = (after == Next.RETURN) & ~half & (sends["delay_level"].fillna(0).to_numpy() > 0)
     schedule.delayed_sends(sends, np.flatnonzero(delayed))
-    kinds, status = events["kind"].to_numpy(object), events["status"].to_numpy(object)
-    retry = (kinds == EventKind.CONSUME_RESULT) & (status == "RECONSUME_LATER")
+    retry = equal(events["kind"], EventKind.CONSUME_RESULT) & equal(
+        events["status"], "RECONSUME_LATER"
+    )
     schedule.consume_retries(events, np.flatnonzero(retry))
     schedule.release(seg.clock_end, route)
     out.rows(TableName.SCHEDULE_ENTRIES, schedule.entries)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from udfs._frames import distinct, tuples, where
+from udfs._frames import distinct, objects, tuples, where
 from udfs.engine._config import CLUSTER
 from udfs.engine._segment import EventAt, Segment
 from udfs.engine._state import Item, State, Table
@@ -68,7 +68,7 @@ def open_tables(seg: Segment, scope: str, sends: pd.DataFrame) -> Opened:
         key_codes = np.zeros(len(rows["row"]), dtype=np.int64)
         keys = [cluster] if len(key_codes) else []
     else:
-        key_codes, named = pd.factorize(chosen["producer_id"].to_numpy(object)[rows["row"]])
+        key_codes, named = pd.factorize(objects(chosen["producer_id"])[rows["row"]])
         keys = named.tolist()
     rows["key"] = key_codes
     # a producer's table follows the profile of its latest event

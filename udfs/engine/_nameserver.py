@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
-from udfs._frames import tuples
+from udfs._frames import equal, objects, tuples
 from udfs.engine._config import CLUSTER, EngineConfig, Route
 from udfs.engine._output import Out
 from udfs.engine._segment import Segment
@@ -129,17 +129,17 @@ def follow(seg: Segment) -> RouteTimeline:
     out = seg.out if seg.shard.lead else None
     cluster, events = seg.cluster, seg.events
     view = _View(cluster, seg.state, seg.config, out)
-    kinds = events["kind"].to_numpy(object)
-    ticks = np.flatnonzero((kinds == EventKind.HEARTBEAT) | (kinds == EventKind.ROUTE))
+    beating = equal(events["kind"], EventKind.HEARTBEAT)
+    ticks = np.flatnonzero(beating | equal(events["kind"], EventKind.ROUTE))
     if out is not None:  # the NameServer's view at any instant, for incident review
-        beats = ticks[kinds[ticks] == EventKind.HEARTBEAT]
+        beats = ticks[beating[ticks]]
         out.add(
             TableName.HEARTBEATS,
             pd.DataFrame(
                 {
                     "cluster": cluster,
-                    "broker_name": events["broker_name"].to_numpy(object)[beats],
-                    "event_id": events["event_id"].to_numpy(object)[beats],
+                    "broker_name": objects(events["broker_name"])[beats],
+                    "event_id": objects(events["event_id"])[beats],
                     "event_time": events["event_time"].to_numpy("int64")[beats],
                 }
             ),

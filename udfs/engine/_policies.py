@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from udfs._frames import objects
 from udfs.engine._config import Policies
 from udfs.engine._faults import Opened
 from udfs.engine._nameserver import RouteTimeline
@@ -369,8 +370,8 @@ def _windows(
     w = sends["event_time"].to_numpy(np.int64)[answered] // width
     n = sends["messages"].fillna(1).to_numpy(np.int64)[answered]
     latency = sends["latency_total"].fillna(sends["latency_ms"]).to_numpy(np.int64)[answered]
-    topic, topics = pd.factorize(sends["topic"].to_numpy(object)[answered], sort=True)
-    broker, brokers = pd.factorize(sends["broker_name"].to_numpy(object)[answered], sort=True)
+    topic, topics = pd.factorize(objects(sends["topic"])[answered], sort=True)
+    broker, brokers = pd.factorize(objects(sends["broker_name"])[answered], sort=True)
     counted = (topic >= 0) & (broker >= 0)
     windows: dict[int, dict[str, Any]] = {}
     if kept is not None:

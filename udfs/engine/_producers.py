@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
-from udfs._frames import distinct, tuples
+from udfs._frames import distinct, equal, objects, tuples
 from udfs.engine._config import PRODUCER, EngineConfig
 from udfs.engine._segment import Segment
 from udfs.engine._state import FirstAttempt, Producer, State
@@ -40,10 +40,10 @@ def segments(state: State, events: pd.DataFrame, config: EngineConfig) -> list[P
     assert state.clock is not None, "segments of admitted events"
     end = int(state.clock)
     horizon = config.evict_after_ms
-    sends = events["kind"].to_numpy(object) == EventKind.SEND_RESULT
+    sends = equal(events["kind"], EventKind.SEND_RESULT)
     if horizon is None or not sends.any():
         return [Piece(events, end)]
-    pids = events["producer_id"].to_numpy(object)[sends]
+    pids = objects(events["producer_id"])[sends]
     t = events["event_time"].to_numpy(np.int64)[sends]
     codes, names = pd.factorize(pids)
     order = np.lexsort((t, codes))  # per producer, in time
@@ -92,13 +92,13 @@ def spent_budget(state: State, sends: pd.DataFrame, config: EngineConfig) -> np.
     if not len(sends):
         return out
     attempt = sends["attempt"].to_numpy(np.int64)
-    pids = sends["producer_id"].to_numpy(object)
+    pids = objects(sends["producer_id"])
     latency = sends["latency_ms"].to_numpy(np.int64)
     start = sends["event_time"].to_numpy(np.int64) - latency
     summarized = sends["messages"].notna().to_numpy(bool)  # a summary's sends: no message
     firsts = np.flatnonzero((attempt == 0) & ~summarized)
     failed = np.flatnonzero((attempt > 0) & ~sends["outcome"].isin(RETURNED).to_numpy(bool))
-    messages = sends["message_id"].to_numpy(object)
+    messages = objects(sends["message_id"])
     redelivered = sends["redelivery_count"].fillna(0).to_numpy().astype(np.int64)
 
     def key(i: int) -> Any:

@@ -137,11 +137,9 @@ def _rows(
             table = layout.digest(isolated_here) if whole else _isolating(isolated_here)
             published = last.get(topic)
             last[topic] = table
-            if published == table or (
-                published is not None
-                and published.startswith(LEGACY)  # kept by an older state: format 2's whole table
-                and published[1:] in (table, layout.digest(isolated_here))
-            ):
+            # a digest an older state kept may be format 2's, of the whole table
+            old = published[1:] if published and published.startswith(LEGACY) else None
+            if published == table or (old and old in (table, layout.digest(isolated_here))):
                 continue
             rows.append(
                 {

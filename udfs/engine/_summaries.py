@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from udfs._frames import equal, objects
 from udfs.engine._output import Out
 from udfs.vocabulary import EventKind
 
@@ -26,9 +27,8 @@ def expand(events: pd.DataFrame, out: Out) -> pd.DataFrame:
     summary as its first and last send and without consume summaries, in the same order;
     counts in ``out`` the messages the events stand for and the summaries the producers
     dropped."""
-    kind = events["kind"].to_numpy(object)
-    sends = kind == EventKind.SEND_SUMMARY
-    summary = sends | (kind == EventKind.CONSUME_SUMMARY)
+    sends = equal(events["kind"], EventKind.SEND_SUMMARY)
+    summary = sends | equal(events["kind"], EventKind.CONSUME_SUMMARY)
     out.stats["messages"] += len(events)
     if not summary.any():
         if events["messages"].notna().any() or events["latency_total"].notna().any():
@@ -43,8 +43,8 @@ def expand(events: pd.DataFrame, out: Out) -> pd.DataFrame:
     first_time = events["first_time"].to_numpy(np.float64, na_value=np.nan)
     summaries = np.flatnonzero(sends)
     earlier = summaries[first_time[summaries] < times[summaries]]
-    ids = events["event_id"].to_numpy(object)
-    first_ids = events["first_event_id"].to_numpy(object)[earlier]
+    ids = objects(events["event_id"])
+    first_ids = objects(events["first_event_id"])[earlier]
     first_ids = np.where(pd.isna(first_ids), ids[earlier] + "/first", first_ids)
     first_times = first_time[earlier].astype(np.int64)
     order = sorted(range(len(earlier)), key=lambda i: (first_times[i], first_ids[i]))

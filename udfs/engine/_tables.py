@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from udfs._frames import codes
+from udfs._frames import codes, objects
 from udfs.engine._config import CLUSTER, NO_ITEM, EngineConfig
 from udfs.engine._output import Out
 from udfs.engine._state import Item, Table
@@ -78,9 +78,9 @@ def report_rows(
     # the tables would then depend on where batches are cut
     return {
         "time": times[row],
-        "event_id": sends["event_id"].to_numpy(object)[row],
+        "event_id": objects(sends["event_id"])[row],
         "phase": phase.astype(np.int8),
-        "broker": sends["broker_name"].to_numpy(object)[row],
+        "broker": objects(sends["broker_name"])[row],
         "latency": np.where(phase == 0, 0, sends["latency_ms"].to_numpy(np.int64)[row]),
         "isolation": isolation.astype(bool),
         "reachable": reachable.astype(bool),

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from udfs._frames import tuples
+from udfs._frames import equal, isin, objects, tuples
 from udfs.engine._nameserver import RouteTimeline
 from udfs.engine._segment import Segment
 from udfs.engine._state import Half, State
@@ -81,8 +81,7 @@ UNCONFIRMED = 2
 
 def prepared(sends: pd.DataFrame) -> np.ndarray:
     """Which sends are of a transactional half message (stored or not)."""
-    half: np.ndarray = sends["transaction"].to_numpy(object) == "PREPARED"
-    return half
+    return equal(sends["transaction"], "PREPARED")
 
 
 def transact(
@@ -93,9 +92,8 @@ def transact(
     its availability changes during it (empty without the cluster scope)."""
     state, events, sends, clock_end = seg.state, seg.events, seg.sends, seg.clock_end
     store = state.transactions
-    kinds = events["kind"].to_numpy(object)
-    is_end = (kinds == EventKind.TRANSACTION_END) | (kinds == EventKind.TRANSACTION_CHECK)
-    is_half = prepared(sends) & np.isin(sends["outcome"].to_numpy(object), list(_STORED))
+    is_end = isin(events["kind"], (EventKind.TRANSACTION_END, EventKind.TRANSACTION_CHECK))
+    is_half = prepared(sends) & isin(sends["outcome"], _STORED)
     due = state.transactions_due
     if not is_end.any() and not is_half.any() and (due is None or due > clock_end):
         return
@@ -131,8 +129,8 @@ class _Reach:
         self.applied = 0
         self._by: dict[Any, tuple[np.ndarray, np.ndarray]] | None = None
         self.times = sends["event_time"].to_numpy(np.int64)
-        self.ids = sends["event_id"].to_numpy(object)
-        self.outcomes = sends["outcome"].to_numpy(object)
+        self.ids = objects(sends["event_id"])
+        self.outcomes = objects(sends["outcome"])
 
     def why_not(self, broker: str, topic: str, t: int, eid: str) -> str | None:
         """Why an end sent to ``broker`` at ``(t, eid)`` likely does not reach it, or None."""
