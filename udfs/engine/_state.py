@@ -398,7 +398,7 @@ def _encode_tables(tables: dict[str, Table]) -> list[Any]:
     ]
 
 
-_ITEM = functools.partial(tuple.__new__, Item)
+item_of = functools.partial(tuple.__new__, Item)
 """An :class:`Item` from a tuple of its fields, without a Python call."""
 
 
@@ -407,7 +407,7 @@ def _decode_tables(columns: list[Any]) -> dict[str, Table]:
     brokers = [names[c] for c in np.frombuffer(codes, np.uint32).tolist()]
     starts = (np.array(updated, np.int64) + np.array(start, np.int64)).tolist()
     items = list(
-        map(_ITEM, zip(brokers, latency, starts, reachable, updated, pending, cause, strict=True))
+        map(item_of, zip(brokers, latency, starts, reachable, updated, pending, cause, strict=True))
     )
     tables, at = {}, 0
     for key, (profile, cap, worst, topics, due, n) in zip(keys, meta, strict=True):

@@ -15,7 +15,7 @@ import pyarrow as pa
 from udfs._frames import codes, objects
 from udfs.engine._config import CLUSTER, NO_ITEM, EngineConfig
 from udfs.engine._output import Out
-from udfs.engine._state import Item, Table
+from udfs.engine._state import Item, Table, item_of
 from udfs.rocketmq import FaultItem, FaultTable, Outcome, Profile, SendMode, attempt_effect
 from udfs.rocketmq._fault import _ConcurrentHashMapOrder
 from udfs.rocketmq._vector import not_available_durations, start_timestamps
@@ -250,25 +250,26 @@ class ScopeTables:
         width = max(len(broker_names), 1)
         # (key, broker) pairs, from each side's codes: any character may be in either name
         pair, pairs = pd.factorize(key_codes.astype(np.int64) * width + broker_codes)
-        # when each (key, broker) pair's FaultItem was last updated, looked up once per pair
+        named = zip(
+            np.array(key_names, dtype=object)[pairs // width].tolist(),
+            np.asarray(broker_names, dtype=object)[pairs % width].tolist(),
+            strict=True,
+        )
+        self.pairs = [[k, b] for k, b in named]
+        # each (key, broker) pair's FaultItem before the batch, looked up once per pair
+        init_items = [self.init[k].get(b) for k, b in self.pairs]
         updated = np.array(
-            [
-                it.updated_at
-                if (it := self.init[key_names[c // width]].get(broker_names[c % width])) is not None
-                else NO_ITEM
-                for c in pairs.tolist()
-            ],
-            dtype=np.int64,
+            [NO_ITEM if it is None else it.updated_at for it in init_items], dtype=np.int64
         )[pair]
         t = rows["time"]
         fresh = t >= updated
         self.stale = int((~fresh).sum())
         if self.stale:  # the pairs numbered again, in the order the fresh rows meet them
             pair, kept = pd.factorize(pair[fresh])
-            pairs = pairs[kept]
+            self.pairs = [self.pairs[i] for i in kept.tolist()]
+            init_items = [init_items[i] for i in kept.tolist()]
             key_codes = key_codes[fresh]
         self.pair = pair
-        self.pairs = [[key_names[c // width], broker_names[c % width]] for c in pairs.tolist()]
         self._key_codes, self._key_names = key_codes, key_names
         self.broker = brokers[fresh]
         self.broker_codes = broker_codes[fresh]
@@ -283,7 +284,6 @@ class ScopeTables:
         self.sends, self.row = sends, rows["row"][fresh]
         n = len(self.time)
         self.profile_name = np.array([profiles[k].name for k in key_names], dtype=object)[key_codes]
-        init_items = [self.init[k].get(b) for k, b in self.pairs]
         self.init_start = np.array(
             [it.start if it is not None else NO_ITEM for it in init_items], dtype=np.int64
         )
@@ -375,6 +375,7 @@ class ScopeTables:
             "dur": self.dur,
             "outcome": self.outcome,
         }
+        fresh_pairs = len(self.pairs)  # removals add pairs after them
         removals = [(k, r) for k, v in self.views.items() for r in v.removals]
         if removals:
             index = {tuple(p): i for i, p in enumerate(self.pairs)}
@@ -415,13 +416,16 @@ class ScopeTables:
         by_key: dict[str, dict[str, Item]] = {}
         for p, values in last.items():
             k, b = self.pairs[p]
-            by_key.setdefault(k, {})[b] = Item(b, *values)
+            by_key.setdefault(k, {})[b] = item_of((b, *values))
         keyed = []
         for p, d, at, until, why, cause, o in decisions:
             k, b = self.pairs[p]
             keyed.append(DecisionRow(k, b, d, at, until, why, cause, o))
+        met: dict[str, list[str]] = {}  # each key's brokers with rows, in row order
+        for k, b in self.pairs[:fresh_pairs]:
+            met.setdefault(k, []).append(b)
         for key in self.init:
-            self._store(key, by_key.get(key, {}), clock_end, keyed)
+            self._store(key, by_key.get(key, {}), clock_end, keyed, met.get(key, []))
         return emit(self.scope, cluster, self.profiles.__getitem__, keyed, out)
 
     def _fault_items(self, cluster: str) -> pa.Table:
@@ -465,10 +469,16 @@ class ScopeTables:
         return pa.table([pa.array(columns[f.name]).cast(f.type) for f in schema], schema=schema)
 
     def _store(
-        self, key: str, last: dict[str, Item], clock_end: int, decisions: list[DecisionRow]
+        self,
+        key: str,
+        last: dict[str, Item],
+        clock_end: int,
+        decisions: list[DecisionRow],
+        met: list[str],
     ) -> None:
         """The key's items after the batch, in the table's iteration order; isolations of
-        brokers without updates that ran out on the clock end."""
+        brokers without updates that ran out on the clock end. ``met``: the brokers of its
+        rows, in row order."""
         tstate = self.tstates[key]
         init = self.init[key]
         view = self.views.get(key)
@@ -476,22 +486,16 @@ class ScopeTables:
             names = list(view.final_order())
             tstate.cap = view.order.capacity
             tstate.worst = view.worst
-        elif any(b not in init for b in last):
-            names, tstate.cap = self._joined(key, tstate)
+        else:  # no routing decision read it: the brokers it meets for the first time join it
+            names = [it.broker for it in tstate.items]  # where they first appear (as _Table)
+            new = [b for b in met if b not in init]
+            if new:
+                names, tstate.cap = _ConcurrentHashMapOrder.joined(tstate.cap, names, new)
+        if tstate.due is None or tstate.due > clock_end:  # no isolation it kept ran out
+            tstate.items = [last[b] if b in last else init[b] for b in names]
         else:
-            names = [it.broker for it in tstate.items]
-        tstate.items = _settle(key, names, last, init, clock_end, decisions)
+            tstate.items = _settle(key, names, last, init, clock_end, decisions)
         tstate.due = _due(tstate.items)
-
-    def _joined(self, key: str, tstate: Table) -> tuple[list[str], int]:
-        """The order of a table no routing decision read, after the brokers it meets for the
-        first time joined it where they first appear (as :class:`_Table` would), and its
-        capacity."""
-        init = self.init[key]
-        met = dict.fromkeys(self.broker_codes[self.positions(key)].tolist())  # in row order
-        names = self.broker_code_names
-        new = [b for c in met if (b := names[c]) not in init]
-        return _ConcurrentHashMapOrder.joined(tstate.cap, [it.broker for it in tstate.items], new)
 
 
 def _settle(
@@ -646,24 +650,28 @@ def _decide(
             else "a later update ended the isolation at once (4.x overwrite)"
         )
         decisions.append((int(p[i]), Decision.RESTORE, int(t[i]), int(t[i]), reason, eid[i], 1))
-    last: dict[int, tuple[Any, ...]] = {}
     ends = np.append(np.flatnonzero(first)[1:], len(p)) - 1
-    for i in ends.tolist():
-        if removal[i]:
-            continue  # the broker left the table; a later update re-adds it
-        pending = bool(iso[i])
-        if pending and start[i] <= clock_end:
-            decisions.append(
-                (int(p[i]), Decision.RESTORE, int(start[i]), int(start[i]), "isolation ended",
-                 cause_arr[i], 0)
-            )  # fmt: skip
-            pending = False
-        last[int(p[i])] = (
-            int(latency[i]),
-            int(start[i]),
-            bool(reachable[i]),
-            int(t[i]),
-            pending,
-            cause_arr[i] or "",
+    ends = ends[~removal[ends]]  # a broker that left the table: a later update re-adds it
+    pending = iso[ends]
+    ran_out = pending & (start[ends] <= clock_end)
+    for i in ends[ran_out].tolist():
+        decisions.append(
+            (int(p[i]), Decision.RESTORE, int(start[i]), int(start[i]), "isolation ended",
+             cause_arr[i], 0)
+        )  # fmt: skip
+    last = dict(
+        zip(
+            p[ends].tolist(),
+            zip(
+                latency[ends].tolist(),
+                start[ends].tolist(),
+                reachable[ends].tolist(),
+                t[ends].tolist(),
+                (pending & ~ran_out).tolist(),
+                [c or "" for c in cause_arr[ends].tolist()],
+                strict=True,
+            ),
+            strict=True,
         )
+    )
     return decisions, last
