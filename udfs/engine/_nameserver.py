@@ -159,6 +159,9 @@ def follow(seg: Segment) -> RouteTimeline:
 class _View:
     def __init__(self, cluster: str, state: State, config: EngineConfig, out: Out | None) -> None:
         self.cluster, self.state, self.config, self.out = cluster, state, config, out
+        self._sorted: dict[str, tuple[Any, Route, frozenset[str]]] = {}
+        """Per topic: its declared route (kept: its id is not reused), sorted and typed, and
+        its brokers."""
         self.routes = self._effective({})
         expired = frozenset(b for b, hb in state.heartbeats.items() if hb.expired)
         self.timeline = RouteTimeline(self.routes, dropped_at_start=expired)
@@ -246,28 +249,37 @@ class _View:
     def _changed(
         self, t: int, order: int, eid: str, *, topic: str | None = None, broker: str | None = None
     ) -> None:
-        declared = self._declared()
         topics = (
             [topic]
             if topic
-            else [tp for tp, r in declared.items() if any(e[0] == broker for e in r)]
+            else [tp for tp, (_, _, names) in self._declared().items() if broker in names]
         )
         for tp in topics:
             self.timeline.topics.append(TopicChange(t, order, eid, tp))
         self.routes = self._effective(self.routes)
         self.timeline.history.append(RouteChange(t, order, eid, self.routes))
 
-    def _declared(self) -> dict[str, list[list[Any]]]:
-        routes = {tp: [list(e) for e in r] for tp, r in self.config.static_routes.items()}
-        routes.update(self.state.routes)
-        return routes
+    def _declared(self) -> dict[str, tuple[Any, Route, frozenset[str]]]:
+        """Each topic's declared route (a route event's overriding the static one), sorted and
+        typed, and its brokers; worked out once per declared route."""
+        declared: dict[str, Any] = {**self.config.static_routes, **self.state.routes}
+        for tp, r in declared.items():
+            made = self._sorted.get(tp)
+            if made is None or made[0] is not r:
+                route = tuple((e[0], int(e[1]), int(e[2])) for e in sorted(r))
+                self._sorted[tp] = (r, route, frozenset(e[0] for e in route))
+        return {tp: self._sorted[tp] for tp in declared}
 
     def _effective(self, before: Routes) -> Routes:
         """The routes without the brokers the NameServer dropped; a topic whose route did not
         change keeps the same object as in ``before``."""
         expired = {b for b, hb in self.state.heartbeats.items() if hb.expired}
         routes = {}
-        for tp, r in self._declared().items():
-            route = tuple((e[0], int(e[1]), int(e[2])) for e in sorted(r) if e[0] not in expired)
+        for tp, (_, declared, names) in self._declared().items():
+            route = (
+                declared
+                if expired.isdisjoint(names)
+                else tuple(e for e in declared if e[0] not in expired)
+            )
             routes[tp] = before[tp] if before.get(tp) == route else route
         return routes

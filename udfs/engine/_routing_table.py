@@ -106,6 +106,9 @@ def _rows(
     # per topic, its layout and the brokers of it isolated, as (place in the route, broker,
     # until) in that order: kept up to date at each change instead of sorted at each row
     held: dict[str, tuple[Layout, list[tuple[int, str, int]]]] = {}
+    # per topic, the isolated brokers of the table last published in this call: a producer's
+    # table stands for them alone, so a change of route that leaves them is no new table
+    isolating: dict[str, tuple[tuple[str, int], ...]] = {}
     for t, _, eid, what, payload in points:
         if what == 0:
             changed = [tp for tp in known if payload.get(tp) is not routes.get(tp)]
@@ -134,6 +137,9 @@ def _rows(
                     sorted((positions[b], b, u) for b, u in isolated.items() if b in positions),
                 )
             isolated_here = tuple((b, u) for _, b, u in kept[1])
+            if not whole and isolating.get(topic) == isolated_here:
+                continue
+            isolating[topic] = isolated_here
             table = layout.digest(isolated_here) if whole else _isolating(isolated_here)
             published = last.get(topic)
             last[topic] = table
