@@ -163,7 +163,9 @@ def test_resize_at_24_entries_splits_bins_as_java_transfer_does() -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.text("aAbB!\x81zZ", min_size=1, max_size=3), unique=True, max_size=60), st.data())
+@given(
+    st.lists(st.text("aAbB!\x81zZ", min_size=1, max_size=3), unique=True, max_size=60), st.data()
+)
 def test_names_joined_at_once_keep_the_order_of_names_put_one_by_one(
     names: list[str], data: st.DataObject
 ) -> None:

@@ -148,9 +148,11 @@ class _Table:
         hi = int(np.searchsorted(self.positions, pos, side="right"))
         rows = self.positions[lo:hi]
         codes = self.scope.broker_codes[rows].tolist()
-        names = self.scope.broker_code_names
-        for code, row in dict(zip(codes, rows.tolist(), strict=True)).items():
-            self._current[names[code]] = self._item(row)  # the broker's last row
+        broker, latency, start, reachable, time = self.scope._item_columns()
+        for row in dict(zip(codes, rows.tolist(), strict=True)).values():  # each broker's last
+            self._current[broker[row]] = FaultItem(
+                broker[row], latency[row], start[row], reachable[row], time[row]
+            )
         self._cursor = pos
 
     def snapshot(self, pos: int, rng: random.Random) -> FaultTable:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import functools
 import random
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from udfs.rocketmq import _index
 from udfs.rocketmq._java import string_hash
@@ -42,9 +42,9 @@ DETECT_INTERVAL_MS = 2000
 """5.x ``detectInterval``: how long the detector waits before probing an item again."""
 
 
-@dataclass(frozen=True)
-class FaultItem:
-    """One broker's entry in the fault table.
+class FaultItem(NamedTuple):
+    """One broker's entry in the fault table (immutable; a tuple, made at a third of a frozen
+    dataclass's cost: a batch makes tens of thousands).
 
     ``start_timestamp`` is the moment the broker becomes usable again; ``updated_at`` is the
     event time of the update this item reflects; ``check_stamp`` is the 5.x detector's next
@@ -326,13 +326,13 @@ class FaultTable:
         for item in list(self):
             if now_ms < item.check_stamp:
                 continue
-            stamped = replace(item, check_stamp=now_ms + DETECT_INTERVAL_MS)
+            stamped = item._replace(check_stamp=now_ms + DETECT_INTERVAL_MS)
             self._items[item.name] = stamped
             answer = probe(item.name)
             if answer is None:
                 self.remove(item.name)
             elif answer:
-                self._items[item.name] = replace(stamped, reachable=True)
+                self._items[item.name] = stamped._replace(reachable=True)
 
     def _shuffle(self, items: list[FaultItem]) -> None:
         if len(items) < 2:
