@@ -110,7 +110,7 @@ def spent_budget(state: State, sends: pd.DataFrame, config: EngineConfig) -> np.
     if len(failed):
         began_at = {  # each message's last first attempt in the segment, whenever it came
             (pids[i], key(i)): start[i]
-            for i in firsts[np.isin(pids[firsts], pids[failed])].tolist()
+            for i in firsts[pd.Series(pids[firsts]).isin(pids[failed]).to_numpy()].tolist()
         }
         began = np.array(
             [began_at.get((pids[i], key(i)), np.nan) for i in failed.tolist()], dtype=np.float64

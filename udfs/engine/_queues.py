@@ -98,6 +98,7 @@ class Layout:
         self._prefixes: dict[tuple[str, ...], hashlib.blake2b] = {}
         self._digests: dict[tuple[tuple[str, int], ...], str] = {}
         self._selectable: dict[tuple[str, ...], pa.Array] = {}
+        self._last_out: tuple[tuple[tuple[str, int], ...] | None, tuple[str, ...]] = (None, ())
 
     @functools.cached_property
     def text(self) -> list[tuple[str, str]]:
@@ -122,7 +123,9 @@ class Layout:
     def _out(self, isolated: tuple[tuple[str, int], ...]) -> tuple[str, ...]:
         """The isolated brokers that have writable queues here: all the selectable list
         depends on."""
-        return tuple(b for b, _ in isolated if b in self.span)
+        if self._last_out[0] is not isolated:  # a row's digest and list ask for the same
+            self._last_out = (isolated, tuple(b for b, _ in isolated if b in self.span))
+        return self._last_out[1]
 
     def digest(self, isolated: tuple[tuple[str, int], ...]) -> str:
         """``digest([selectable, isolated])`` of the routing table with ``isolated`` brokers
