@@ -118,9 +118,6 @@ class _Table:
         """``_current`` holds each broker's item as of row ``_cursor``: snapshots are taken in
         the order of the rows, so each row is applied once."""
 
-    def _item(self, row: int) -> FaultItem:
-        return FaultItem(*self.scope.item_fields(row))
-
     def _present(self, broker: str, pos: int) -> FaultItem | None:
         positions = self.by_broker.get(broker)
         idx = -1 if positions is None else int(np.searchsorted(positions, pos, side="right")) - 1
@@ -134,7 +131,7 @@ class _Table:
         row = int(positions[idx])
         if removed is not None and row < removed:
             return None
-        return self._item(row)
+        return self.scope.item(row)
 
     def _apply_insertions(self, pos: int) -> None:
         while self.insertions and self.insertions[0][0] <= pos:
@@ -148,11 +145,10 @@ class _Table:
         hi = int(np.searchsorted(self.positions, pos, side="right"))
         rows = self.positions[lo:hi]
         codes = self.scope.broker_codes[rows].tolist()
-        broker, latency, start, reachable, time = self.scope._item_columns()
+        item = self.scope.item
         for row in dict(zip(codes, rows.tolist(), strict=True)).values():  # each broker's last
-            self._current[broker[row]] = FaultItem(
-                broker[row], latency[row], start[row], reachable[row], time[row]
-            )
+            made = item(row)
+            self._current[made.name] = made
         self._cursor = pos
 
     def snapshot(self, pos: int, rng: random.Random) -> FaultTable:
@@ -327,16 +323,13 @@ class ScopeTables:
             self._positions = _grouped(self._key_codes, self._key_names, rows)
         return self._positions.get(key, np.zeros(0, dtype=np.int64))
 
-    def item_fields(self, row: int) -> tuple[str, int, int, bool, int]:
-        """The fields of the FaultItem row ``row`` leaves (``FaultItem``'s first five)."""
-        broker, latency, start, reachable, time = self._item_columns()
-        return broker[row], latency[row], start[row], reachable[row], time[row]
-
-    def _item_columns(self) -> list[list[Any]]:
+    def item(self, row: int) -> FaultItem:
+        """The FaultItem row ``row`` leaves."""
         if self._fields is None:
             columns = (self.broker, self.latency, self.start, self.reachable, self.time)
             self._fields = [c.tolist() for c in columns]
-        return self._fields
+        broker, latency, start, reachable, time = self._fields
+        return FaultItem(broker[row], latency[row], start[row], reachable[row], time[row])
 
     def view(self, key: str) -> _Table | None:
         """The key's table for routing decisions; None when the key has no rows this batch."""
