@@ -5,10 +5,11 @@ The scenario is simulated twice, its producers reporting in full (``--repeat`` c
 summaries (``--summary-repeat``: a summarized stream has about a fourteenth of the records, so
 more copies give it more summaries and a steadier difference), parsed in batches of
 ``--batch``, and run through the engine alone, one key, as :mod:`streaming.bench.engine` does
-(the least CPU time of ``--runs`` runs). Each stream is run whole and again without the records
-in question, in the same batches: the sends a summary replaces (``SEND_OK`` first attempts) from
-the full stream, the ``send_summary`` records from the other. The difference over the records
-left out is what one of them costs; the last line is a summary's cost over a send's.
+(the least CPU time of ``--runs`` runs per batch). Each stream is run whole and again without
+the records in question, in the same batches, the two in turn: the sends a summary replaces
+(``SEND_OK`` first attempts) from the full stream, the ``send_summary`` records from the other.
+The difference over the records left out is what one of them costs; the last line is a
+summary's cost over a send's.
 
     python -m streaming.bench.summaries [--scenario default] [--repeat 20] [--summary-repeat 100]
                                         [--batch 50000] [--runs 3]
@@ -37,27 +38,27 @@ def replaced(events: pd.DataFrame) -> pd.Series:
     )
 
 
-def _seconds(batches: list[pd.DataFrame], runs: int) -> float:
-    """The least CPU time of ``runs`` runs of the engine over ``batches``, one key."""
-    config = engine_config(load_job_config(None, {"source": "files", "path": "."}))
-    cluster = str(batches[0]["cluster"].iloc[0])
-    least = bench_engine._least(
-        [bench_engine._run(cluster, batches, config, [engine.WHOLE]) for _ in range(runs)]
-    )
-    return sum(b[0][0] for b in least)
-
-
 def marginal(batches: list[pd.DataFrame], out: list[pd.Series], runs: int) -> tuple[int, float]:
     """How many records ``out`` names in ``batches``, and what each costs: the engine's time
-    with them less its time without them, in the same batches, per record."""
+    with them less its time without them, in the same batches, per record. The runs with and
+    without them alternate, so that a slow minute of the machine falls on both, and each
+    batch's time is the least of its ``runs``."""
     left = [b[~o].reset_index(drop=True) for b, o in zip(batches, out, strict=True)]
     count = sum(int(o.sum()) for o in out)
+    config = engine_config(load_job_config(None, {"source": "files", "path": "."}))
+    cluster = str(batches[0]["cluster"].iloc[0])
+    figures: dict[int, list[list[list[tuple[float, float, int]]]]] = {0: [], 1: []}
     gc.collect()
     gc.freeze()  # the parsed batches stay: no collection walks them
     try:
-        whole, without = _seconds(batches, runs), _seconds(left, runs)
+        for _ in range(runs):
+            for which, stream in enumerate((batches, left)):
+                figures[which].append(
+                    bench_engine._run(cluster, stream, config, [engine.WHOLE])
+                )
     finally:
         gc.unfreeze()
+    whole, without = (sum(b[0][0] for b in bench_engine._least(figures[w])) for w in (0, 1))
     return count, (whole - without) / max(count, 1)
 
 

@@ -67,6 +67,9 @@ class RouteTimeline:
     _serving: dict[int, dict[str, tuple[str, ...]]] = field(
         default_factory=dict, init=False, repr=False
     )
+    _room: dict[tuple[int, float], dict[str, int]] = field(
+        default_factory=dict, init=False, repr=False
+    )
 
     def at(self, time: int, event_id: str) -> Routes:
         """The routes an event at ``(time, event_id)`` sees: every change before it (the history
@@ -113,6 +116,16 @@ class RouteTimeline:
                 for b in brokers:
                     serving.setdefault(b, []).append(tp)
             found = self._serving[id(routes)] = {b: tuple(tps) for b, tps in serving.items()}
+        return found
+
+    def room_after(self, key: tuple[int, int, str], cap: float) -> dict[str, int]:
+        """Each topic's most brokers an isolation ``cap`` lets be isolated at once, of its
+        :meth:`writable_after` ``key``."""
+        routes = self.after(key)
+        found = self._room.get((id(routes), cap))
+        if found is None:
+            found = {tp: int(cap * len(b)) for tp, b in self.writable_after(key).items()}
+            self._room[id(routes), cap] = found
         return found
 
     def _routes(self, key: tuple[int, int, str], cut: Any) -> Routes:

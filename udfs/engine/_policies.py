@@ -140,7 +140,10 @@ class _Governor:
         p.probe = {b: u for b, u in p.probe.items() if u > t}
         if close is not None:
             self._outliers(t, close)
-        raw = {b: u for b in {*p.base, *p.outlier} if (u := self._until(b, t)) > t}
+        raw = {b: i.until for b, i in p.base.items() if i.until > t}  # as _until, over t
+        for b, i in p.outlier.items():
+            if i.until > raw.get(b, t):
+                raw[b] = i.until
         for b in raw:
             p.since.setdefault(b, t)
         waived = self._cap(key, raw) if self.policies.isolation_cap is not None else {}
@@ -251,7 +254,9 @@ class _Governor:
         cap = self.policies.isolation_cap
         assert cap is not None
         topics, serving = self.routes.writable_after(key), self.routes.serving_after(key)
-        room = {tp: int(cap * len(brokers)) for tp, brokers in topics.items()}
+        room = self.routes.room_after(key, cap)
+        if len(raw) <= min(room.values(), default=len(raw)):
+            return {}  # no topic can be full before a broker of it is judged: none is waived
         used = dict.fromkeys(topics, 0)
         waived = {}
 

@@ -634,8 +634,32 @@ def _compact_pubinfo(pub: dict[str, Any]) -> dict[str, Any]:
 
 
 def rng(seed: int, *parts: object) -> random.Random:
-    digest = hashlib.blake2b("\x1f".join(map(str, (seed, *parts))).encode(), digest_size=8)
-    return random.Random(int.from_bytes(digest.digest(), "big"))
+    """The random numbers a decision draws, seeded by ``seed`` and ``parts``: the seeding
+    (a hash and the generator's state) waits for the first draw, which most decisions never
+    make, and gives the same numbers as seeding at once."""
+    return _Seeded((seed, *parts))
+
+
+class _Seeded(random.Random):
+    """A :class:`random.Random` that seeds itself at its first draw. Every draw goes through
+    ``getrandbits`` or ``random`` (``randrange`` and ``shuffle`` too), so both are wrapped."""
+
+    def __init__(self, parts: tuple[object, ...]) -> None:  # no super().__init__: no seeding
+        self._parts: tuple[object, ...] | None = parts
+
+    def _seeded(self) -> None:
+        if self._parts is not None:
+            text = "\x1f".join(map(str, self._parts)).encode()
+            self.seed(int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big"))
+            self._parts = None
+
+    def getrandbits(self, k: int, /) -> int:
+        self._seeded()
+        return super().getrandbits(k)
+
+    def random(self) -> float:
+        self._seeded()
+        return super().random()
 
 
 def _per_producer(state: dict[str, Any]) -> dict[str, Any]:
