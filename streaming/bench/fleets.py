@@ -12,7 +12,8 @@ producers) that send about as many events (the producers' interval grows with th
 
 Each fleet's events are parsed in batches of ``--batch`` and run through the engine alone, one
 key, as :mod:`streaming.bench.engine` does (the least CPU time of ``--runs`` runs; the first
-batch and a last smaller one are left out as not steady). Prints per fleet its events, its
+batch and a last smaller one are left out as not steady; the two fleets take turns, run after
+run, so that a slow minute of the machine falls on both). Prints per fleet its events, its
 steady seconds per batch, events per second and state bytes per batch, then per bad day the
 large fleet's speed per event and state per batch over the small one's.
 
@@ -120,24 +121,30 @@ def fleet(day: str, brokers: int, producers: int, minutes: int) -> dict[str, Any
     }
 
 
-def measure(scenario: str, batch: int, runs: int) -> tuple[int, float, float]:
-    """A scenario's (name or path) events, and its steady seconds and state bytes per batch."""
+def measure(scenarios: list[str], batch: int, runs: int) -> list[tuple[int, float, float]]:
+    """Each scenario's (name or path) events, and its steady seconds and state bytes per batch.
+    The scenarios take turns run after run, so that a slow minute of the machine falls on
+    each, and each batch's time is the least of its ``runs``."""
     config = engine_config(load_job_config(None, {"source": "files", "path": "."}))
-    cluster, batches = bench_engine._batches(scenario, 1, 1, batch)
+    parsed = [bench_engine._batches(scenario, 1, 1, batch) for scenario in scenarios]
+    figures: list[list[Any]] = [[] for _ in scenarios]
     gc.collect()
     gc.freeze()  # the parsed batches stay: no collection walks them
     try:
-        shards = [engine.WHOLE]
-        whole = bench_engine._least(
-            [bench_engine._run(cluster, batches, config, shards) for _ in range(runs)]
-        )
+        for _ in range(runs):
+            for (cluster, batches), runs_of in zip(parsed, figures, strict=True):
+                runs_of.append(bench_engine._run(cluster, batches, config, [engine.WHOLE]))
     finally:
         gc.unfreeze()
-    steady = [b for b in range(1, len(batches)) if len(batches[b]) == len(batches[0])]
-    steady = steady or list(range(len(batches)))
-    seconds = sum(whole[b][0][0] for b in steady) / len(steady)
-    state = sum(whole[b][0][2] for b in steady) / len(steady)
-    return sum(len(b) for b in batches), seconds, state
+    measured = []
+    for (_, batches), runs_of in zip(parsed, figures, strict=True):
+        whole = bench_engine._least(runs_of)
+        steady = [b for b in range(1, len(batches)) if len(batches[b]) == len(batches[0])]
+        steady = steady or list(range(len(batches)))
+        seconds = sum(whole[b][0][0] for b in steady) / len(steady)
+        state = sum(whole[b][0][2] for b in steady) / len(steady)
+        measured.append((sum(len(b) for b in batches), seconds, state))
+    return measured
 
 
 def _size(text: str) -> tuple[int, int]:
@@ -159,28 +166,30 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown bad day {', '.join(unknown)}; the days are {', '.join(DAYS)}")
     print(
-        f"engine alone, batches of {args.batch}, least CPU time of {args.runs} runs; per fleet: "
-        "events; steady s per batch, events/s, state B per batch"
+        f"engine alone, batches of {args.batch}, least CPU time of {args.runs} runs taken in "
+        "turns; per fleet: events; steady s per batch, events/s, state B per batch"
     )
     with tempfile.TemporaryDirectory(prefix="faultline-bench-fleets-") as folder:
         for day in days:
-            figures = []
+            names = []
             for size in (args.small, args.large):
                 brokers, producers = _size(size)
                 if day == "shipped":
-                    name = "fleet-16" if brokers < 100 else "fleet-1000"
-                else:
-                    spec = fleet(day, brokers, producers, args.minutes)
-                    Scenario.model_validate(spec)  # a fleet this makes is a valid scenario
-                    path = Path(folder) / f"{spec['name']}.yaml"
-                    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-                    name = str(path)
-                events, seconds, state = measure(name, args.batch, args.runs)
-                figures.append((seconds, state))
+                    names.append("fleet-16" if brokers < 100 else "fleet-1000")
+                    continue
+                spec = fleet(day, brokers, producers, args.minutes)
+                Scenario.model_validate(spec)  # a fleet this makes is a valid scenario
+                path = Path(folder) / f"{spec['name']}.yaml"
+                path.write_text(yaml.safe_dump(spec, sort_keys=False))
+                names.append(str(path))
+            measured = measure(names, args.batch, args.runs)
+            sizes = (args.small, args.large)
+            for size, (events, seconds, state) in zip(sizes, measured, strict=True):
                 print(
                     f"  {day:<13} {size:>10}: {events:>8,} events; {seconds:.2f} s, "
                     f"{args.batch / seconds:>8,.0f}/s, {state:>12,.0f} B"
                 )
+            figures = [(seconds, state) for _, seconds, state in measured]
             (small_s, small_b), (large_s, large_b) = figures
             print(
                 f"{day}: the large fleet runs at {small_s / large_s:.2f}x the small one's speed "

@@ -53,9 +53,7 @@ def marginal(batches: list[pd.DataFrame], out: list[pd.Series], runs: int) -> tu
     try:
         for _ in range(runs):
             for which, stream in enumerate((batches, left)):
-                figures[which].append(
-                    bench_engine._run(cluster, stream, config, [engine.WHOLE])
-                )
+                figures[which].append(bench_engine._run(cluster, stream, config, [engine.WHOLE]))
     finally:
         gc.unfreeze()
     whole, without = (sum(b[0][0] for b in bench_engine._least(figures[w])) for w in (0, 1))

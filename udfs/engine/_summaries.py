@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
-from udfs._frames import equal, objects
+from udfs._frames import equal
 from udfs.engine._output import Out
 from udfs.vocabulary import EventKind
 
@@ -43,14 +45,20 @@ def expand(events: pd.DataFrame, out: Out) -> pd.DataFrame:
     first_time = events["first_time"].to_numpy(np.float64, na_value=np.nan)
     summaries = np.flatnonzero(sends)
     earlier = summaries[first_time[summaries] < times[summaries]]
-    ids = objects(events["event_id"])
-    first_ids = objects(events["first_event_id"])[earlier]
-    first_ids = np.where(pd.isna(first_ids), ids[earlier] + "/first", first_ids)
     first_times = first_time[earlier].astype(np.int64)
-    order = sorted(range(len(earlier)), key=lambda i: (first_times[i], first_ids[i]))
-    earlier, first_ids, first_times = earlier[order], first_ids[order], first_times[order]
+    # a first send's id: the summary's first_event_id, else the summary's own id and "/first"
+    ids = pa.array(events["event_id"].array)
+    named = pa.array(events["first_event_id"].array).take(earlier).cast(ids.type)
+    suffix = pa.scalar("/first", ids.type)
+    own = pc.binary_join_element_wise(ids.take(earlier), suffix, pa.scalar("", ids.type))
+    first_ids = pc.coalesce(named, own)
+    # in (time, id) order: Arrow orders texts by their UTF-8 bytes, which is Python's order
+    order = pc.sort_indices(
+        pa.table({"t": first_times, "id": first_ids}), [("t", "ascending"), ("id", "ascending")]
+    ).to_numpy()
+    earlier, first_times, first_ids = earlier[order], first_times[order], first_ids.take(order)
     lasts = sends[kept]
-    places = _places(times[kept], ids[kept], lasts, first_times, first_ids)
+    places = _places(times[kept], events["event_id"], kept, lasts, first_times, first_ids)
     firsts = places + np.arange(len(places))  # the first sends' rows in the result
     rows = np.empty(len(kept) + len(earlier), np.int64)
     is_first = np.zeros(len(rows), bool)
@@ -61,11 +69,13 @@ def expand(events: pd.DataFrame, out: Out) -> pd.DataFrame:
     last = np.zeros(len(rows), bool)
     last[~is_first] = lasts
     summarized = last | is_first
-    result["kind"] = _set(result["kind"], summarized, EventKind.SEND_RESULT.value)
-    result["outcome"] = _set(result["outcome"], summarized, "SEND_OK")
+    result["kind"] = _texts(result["kind"], summarized, EventKind.SEND_RESULT.value)
+    result["outcome"] = _texts(result["outcome"], summarized, "SEND_OK")
     result["attempt"] = result["attempt"].mask(summarized, 0.0)
-    result["event_time"] = _set(result["event_time"], firsts, first_times)
-    result["event_id"] = _set(result["event_id"], firsts, first_ids)
+    event_time = result["event_time"].to_numpy(copy=True)
+    event_time[firsts] = first_times
+    result["event_time"] = event_time
+    result["event_id"] = _texts(result["event_id"], is_first, first_ids)
     latency = result["latency_ms"].to_numpy(np.float64, na_value=np.nan, copy=True)
     first_latency = result["first_latency_ms"].to_numpy(np.float64, na_value=np.nan)[firsts]
     latency[firsts] = np.where(np.isnan(first_latency), latency[firsts], first_latency)
@@ -77,23 +87,40 @@ def expand(events: pd.DataFrame, out: Out) -> pd.DataFrame:
     return result
 
 
-def _set(column: pd.Series, where: np.ndarray, values: object) -> pd.Series:
-    """``column`` with ``values`` at ``where`` (a mask or positions), of its own dtype."""
-    array = column.to_numpy(copy=True)
-    array[where] = values
-    return pd.Series(array, dtype=column.dtype)
+def _texts(column: pd.Series, where: np.ndarray, values: str | pa.Array) -> pd.Series:
+    """A text column with ``values`` (one text, or one per place) where the mask ``where`` is
+    set, replaced by Arrow: no Python object is made for each text."""
+    held = pa.array(column.array)
+    mask = pa.array(where)
+    if isinstance(values, str):
+        changed = pc.if_else(mask, pa.scalar(values, held.type), held)
+    else:
+        changed = pc.replace_with_mask(held, mask, values.cast(held.type))
+    return pd.Series(changed, dtype=column.dtype)
 
 
 def _places(
-    times: np.ndarray, ids: np.ndarray, lasts: np.ndarray, at: np.ndarray, at_ids: np.ndarray
+    times: np.ndarray,
+    ids: pd.Series,
+    kept: np.ndarray,
+    lasts: np.ndarray,
+    at: np.ndarray,
+    at_ids: pa.Array,
 ) -> np.ndarray:
-    """Where each first send (at ``at``, ``at_ids``, in that order) goes among the records (at
-    ``times``, ``ids``, in that order; ``lasts`` marks the summaries' last sends): by event
-    time, then by event id; after a record of its own key but before a last send of it, as a
-    stable sort of the records, the first sends and the last sends would put them."""
+    """Where each first send (at ``at``, ``at_ids``, in that order) goes among the records kept
+    (at ``times``; the ``ids`` at the places ``kept``, in that order; ``lasts`` marks the
+    summaries' last sends): by event time, then by event id; after a record of its own key but
+    before a last send of it, as a stable sort of the records, the first sends and the last
+    sends would put them."""
     places = np.searchsorted(times, at, "left")
-    for j in np.flatnonzero(places < np.searchsorted(times, at, "right")):
-        key = (at[j], at_ids[j], True)
-        while places[j] < len(times) and (times[places[j]], ids[places[j]], lasts[places[j]]) < key:
-            places[j] += 1
+    tied = np.flatnonzero(places < np.searchsorted(times, at, "right"))
+    if len(tied):  # records at the same time as a first send: their ids decide
+        held = pa.array(ids.array)
+        for j in tied.tolist():
+            key = (at[j], at_ids[j].as_py(), True)
+            while (
+                places[j] < len(times)
+                and (times[places[j]], held[kept[places[j]]].as_py(), lasts[places[j]]) < key
+            ):
+                places[j] += 1
     return places
