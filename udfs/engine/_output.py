@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
 from udfs.schema import TABLES
+
+
+class Picked(NamedTuple):
+    """A row's value of a list column: the items of ``items`` at the positions ``at``. The
+    rows' picks are taken together when the table is made (a routing table's queues: hundreds
+    per row, thousands of rows, a few routes)."""
+
+    items: pa.Array
+    at: np.ndarray
 
 
 class Out:
@@ -39,8 +48,7 @@ class Out:
 
     def frames(self) -> dict[str, pa.Table]:
         """Each table's rows, typed by its schema, so a column's type never depends on the
-        rows. Nested lists already made as Arrow arrays (a routing table shared by many scope
-        keys) are joined as they are, with the rows whose value is None (null) between them."""
+        rows. A list column given as :class:`Picked` items is taken at once for all rows."""
         tables = {}
         for name in [*self.parts, *(n for n in self.records if n not in self.parts)]:
             schema = TABLES[name]
@@ -64,30 +72,39 @@ def _from_rows(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
     for column in schema:
         name, kind = column.name, column.type  # read once: a field's attributes are slow
         values = [r[name] for r in rows]
-        nested = pa.types.is_list(kind)  # only a list can come as an Arrow array
-        if nested and any(isinstance(v, pa.Array) for v in values):
-            columns[name] = _joined(values, kind)
+        nested = pa.types.is_list(kind)  # only a list can come picked
+        if nested and any(isinstance(v, Picked) for v in values):
+            columns[name] = _picked(values, kind)
         else:
             # from_pandas: a missing optional field reaches here as NaN from pandas: null
             columns[name] = pa.array(values, type=kind, from_pandas=True)
     return pa.table(columns, schema=schema)
 
 
-def _joined(values: list[Any], kind: pa.DataType) -> pa.Array:
-    """One-row Arrow arrays and Nones as one array: each run of Nones is one array of nulls."""
-    pieces = []
-    nulls = 0
-    for v in values:
+def _picked(values: list[Picked | None], kind: pa.ListType) -> pa.Array:
+    """Rows of a list column given as :class:`Picked` items (None: null) as one array: the
+    items of every row taken at once."""
+    starts: dict[int, int] = {}  # each items array's place among those joined
+    joined: list[pa.Array] = []
+    size = 0
+    positions = []
+    lengths = np.zeros(len(values), np.int64)
+    for i, v in enumerate(values):
         if v is None:
-            nulls += 1
             continue
-        if nulls:
-            pieces.append(pa.nulls(nulls, kind))
-            nulls = 0
-        pieces.append(v)
-    if nulls:
-        pieces.append(pa.nulls(nulls, kind))
-    return pa.concat_arrays(pieces).cast(kind)
+        start = starts.get(id(v.items))
+        if start is None:
+            start = starts[id(v.items)] = size
+            joined.append(v.items)
+            size += len(v.items)
+        positions.append(v.at + start)
+        lengths[i] = len(v.at)
+    items = pa.concat_arrays(joined).take(np.concatenate(positions))
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    nulls = np.array([v is None for v in values], dtype=bool)
+    return pa.ListArray.from_arrays(
+        pa.array(offsets), items.cast(kind.value_type), type=kind, mask=pa.array(nulls)
+    )
 
 
 def quarantine_rows(records: pd.DataFrame, code: Any, reason: Any) -> pd.DataFrame:

@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from udfs.engine._config import Route
+from udfs.engine._output import Picked
 from udfs.engine._state import digest, text_hasher
 from udfs.rocketmq import MessageQueue, TopicPublishInfo
 from udfs.schema import TABLES
@@ -82,6 +83,10 @@ class Queues:
         return self.digest(route) if route else None
 
 
+_json = functools.lru_cache(maxsize=1 << 16)(json.dumps)
+"""A broker name's JSON text."""
+
+
 class Layout:
     """A route's queues: each broker's place, its writable queues as JSON text (for the digest)
     and as Arrow rows (for the table). Its routing tables are worked out once per set of
@@ -97,7 +102,7 @@ class Layout:
         }
         self._prefixes: dict[tuple[str, ...], hashlib.blake2b] = {}
         self._digests: dict[tuple[tuple[str, int], ...], str] = {}
-        self._selectable: dict[tuple[str, ...], pa.Array] = {}
+        self._selectable: dict[tuple[str, ...], Picked] = {}
         self._last_out: tuple[tuple[tuple[str, int], ...] | None, tuple[str, ...]] = (None, ())
 
     @functools.cached_property
@@ -137,27 +142,24 @@ class Layout:
             out = self._out(isolated)
             prefix = self._prefixes.get(out)
             if prefix is None:
-                selectable = ",".join(t for b, t in self.text if b not in out)
+                left = frozenset(out)
+                selectable = ",".join(t for b, t in self.text if b not in left)
                 prefix = self._prefixes[out] = text_hasher(f"[[{selectable}],")
             hasher = prefix.copy()
-            iso = json.dumps([list(x) for x in isolated], separators=(",", ":"))
-            hasher.update(f"{iso}]".encode())
+            # json.dumps([[broker, until], ...]) in compact form, each broker's JSON made once
+            iso = ",".join(f"[{_json(b)},{u}]" for b, u in isolated)
+            hasher.update(f"[{iso}]]".encode())
             made = self._digests[isolated] = hasher.hexdigest()
         return made
 
-    def selectable(self, isolated: tuple[tuple[str, int], ...]) -> pa.Array:
-        """The routing table's ``selectable`` list with ``isolated`` brokers, as a one-row
-        Arrow array."""
+    def selectable(self, isolated: tuple[tuple[str, int], ...]) -> Picked:
+        """The routing table's ``selectable`` list with ``isolated`` brokers: the route's
+        writable queues but theirs."""
         out = self._out(isolated)
         made = self._selectable.get(out)
         if made is None:
-            queues = self.queues
-            if out:
-                keep = np.ones(len(queues), dtype=bool)
-                for b in out:
-                    keep[slice(*self.span[b])] = False
-                queues = queues.filter(pa.array(keep))
-            made = self._selectable[out] = pa.ListArray.from_arrays(
-                pa.array([0, len(queues)], pa.int32()), queues, _SELECTABLE
-            )
+            keep = np.ones(len(self.queues), dtype=bool)
+            for b in out:
+                keep[slice(*self.span[b])] = False
+            made = self._selectable[out] = Picked(self.queues, np.flatnonzero(keep))
         return made
