@@ -51,12 +51,13 @@ def client_jars() -> list[Path]:
 
 
 class Driver:
-    """One harness JVM; :meth:`ask` is safe from one thread at a time."""
+    """One harness JVM, which answers one command at a time (:meth:`ask` from any thread)."""
 
     def __init__(self, proc: subprocess.Popen[str], out: Path, name: str) -> None:
         self.proc, self.out, self.name = proc, out, name
         self._answers: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self._log = open(out / "stdout.log", "a", encoding="utf-8")  # noqa: SIM115 (closed in close)
+        self._asking = threading.Lock()
         self._reader = threading.Thread(target=self._read, daemon=True, name=f"harness-{name}")
         self._reader.start()
 
@@ -86,9 +87,10 @@ class Driver:
     def ask(self, op: str, timeout: float = 60.0, **args: Any) -> dict[str, Any]:
         """Send the command ``op`` with ``args``; its answer (a ``RuntimeError`` for an error)."""
         assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps({"op": op, **args}) + "\n")
-        self.proc.stdin.flush()
-        answer = self._next(timeout)
+        with self._asking:
+            self.proc.stdin.write(json.dumps({"op": op, **args}) + "\n")
+            self.proc.stdin.flush()
+            answer = self._next(timeout)
         if "error" in answer:
             raise RuntimeError(f"{self.name} {op} {args}: {answer['error']}")
         return answer
