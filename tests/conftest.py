@@ -164,7 +164,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         write(f"{len(what):3} {test}: {', '.join(sorted(set(what)))}")
     write(
         f"{len(starts)} JVM starts (budget {budget.JVM_STARTS}), {took / 60:.1f} minutes "
-        f"(budget {budget.WALL_S / 60:g})"
+        f"(goal {budget.GOAL_S / 60:g}, bound {budget.WALL_S / 60:g})"
     )
     for line in over:
         terminalreporter.write_line(f"FAILED: {line}", red=True)
