@@ -30,13 +30,13 @@ a harness JVM and the job it runs as a ``faultline run`` subprocess (a Spark ses
 the worker's. Then a seventh producer in the RocketMQ run (2026-11-28, 4.7.1 without its latency
 fault, so that 4.7.1's retries are judged in every run): 1. A broker starts in about 3 s, a fifth
 of a Spark session."""
-WALL_S = 50 * 60
+WALL_S = 60 * 60
 """The most a full run may take, in seconds, on 2 cores: the goal is 20 minutes (17-18 measured on
 2026-11-27 before the RocketMQ testbed, which added 2-3 minutes of one worker and slows the
 other's; 20.3-22.7 after it; with the Java client's and the closed loop's tests and 60-61 JVM
 starts, 19.8 here, 21.7 in CI and 24.1 here again, the same tests: the testbed's JVMs and the
 Kafka outage tests meet on the two workers or not). The machines differ from day to day more than
-that: on 2026-11-28 the same tests took 38.8 and 45.2 minutes here and 41.8 in CI, and the commit
+that: on 2026-11-28 the same tests took 38.8 to 47.2 minutes here and 41.8 in CI, and the commit
 that had passed CI in 24 minutes ran a test as slowly as the day's code (148 s against 143 s). So
 this bounds a run gone wrong, with room for a slow day; the JVM starts are the budget that does
 not move with the machine."""

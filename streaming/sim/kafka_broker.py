@@ -10,9 +10,10 @@ stopped, killed, frozen (SIGSTOP) and thawed (SIGCONT), and started again on its
 The broker is set up for tests: a PLAINTEXT listener, and a SASL_PLAINTEXT one that takes the login
 :data:`SASL_USER` (PLAIN); topics are created on first use with 4 partitions, one replica;
 the log cleaner and the retention check run every second, so that a compacted topic is compacted,
-and deleted offsets are deleted, within seconds of the topic's own ``segment.ms``. Time keeps
-nothing from a topic of its own: records carry their events' times, which may be any days old
-(a scenario's), so only a topic's own ``retention.ms`` deletes.
+and deleted offsets are deleted, within seconds of the topic's own ``segment.ms``. Records carry
+their events' times, which may be any days old (a scenario's), so age deletes nothing unless a
+topic sets its own ``retention.ms``; size does: a partition keeps its last GiB or so (Kafka
+deletes whole segments, of a GiB each).
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ SETTINGS = {
     "share.coordinator.state.topic.min.isr": "1",
     "group.initial.rebalance.delay.ms": "0",
     "log.retention.ms": "-1",
+    "log.retention.bytes": str(1 << 30),
     "log.retention.check.interval.ms": "1000",
     "log.cleaner.backoff.ms": "1000",
     "log.initial.task.delay.ms": "0",
