@@ -116,7 +116,8 @@ class Rig:
 
 
 def each(targets: dict[str, tuple[Driver, str]], fn: Callable[[Driver, str], T]) -> dict[str, T]:
-    """``fn(driver, producer id)`` for every target at once (one thread per JVM)."""
+    """``fn(driver, producer id)`` for every target at once, a thread each (a JVM answers its
+    targets one command at a time)."""
     with ThreadPoolExecutor(len(targets)) as pool:
         futures = {name: pool.submit(fn, d, pid) for name, (d, pid) in targets.items()}
         return {name: f.result() for name, f in futures.items()}

@@ -34,8 +34,8 @@ SUITE = (
 """The producers of the suite's run: each version SYNC, ASYNC where it differs (4.9.7, 5.3.3), and
 4.7.1 and 4.9.7 without latency fault. A 4.x producer with it isolates a broker for 10 minutes
 at its first failure, so it retries about once a run, and not at all when that failure is a
-timeout (a request in flight when the connection went): those without it retry at every failure,
-so that every version's retries are judged in every run."""
+timeout (a request in flight when the connection went); without it, a 4.x producer retries at
+every failure, and 5.3.3 isolates for seconds: every version has retries to judge in every run."""
 
 
 @dataclass
