@@ -142,7 +142,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if full and len(starts) > budget.JVM_STARTS:
         over.append(f"{len(starts)} JVM starts, over the budget of {budget.JVM_STARTS}")
     if full and took > budget.WALL_S:
-        over.append(f"{took / 60:.1f} minutes, over the budget of {budget.WALL_S / 60:g}")
+        over.append(f"{took / 60:.1f} minutes, over the bound of {budget.WALL_S / 60:g}")
     config.stash[_REPORT] = (took, starts, over)
     if over and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
