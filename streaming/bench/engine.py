@@ -23,13 +23,13 @@ import argparse
 import gc
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from streaming.bench import counting
 from streaming.bench import throughput as bench
 from streaming.config import engine_config, load_job_config
 from streaming.job.sources.files import list_files
@@ -76,27 +76,30 @@ def _run(
     config: engine.EngineConfig,
     shards: list[engine.Shard],
     parts: list[dict[str, int]] | None = None,
+    clock: counting.Seconds = counting.CPU_TIME,
 ) -> list[list[tuple[float, float, int]]]:
-    """Per batch, per shard: (seconds, of which the state's, state bytes). ``parts`` receives
-    the first shard's state by part after each batch (:func:`udfs.engine.footprint`)."""
+    """Per batch, per shard: (seconds, of which the state's, state bytes); or what ``clock``
+    reads instead of seconds. ``parts`` receives the first shard's state by part after each
+    batch (:func:`udfs.engine.footprint`)."""
     saved: dict[int, str] = {}
     figures = []
     for events in batches:
         row = []
         for index, shard in enumerate(shards):
             gc.disable()  # as the operator runs a step
-            started = time.process_time()
+            started = clock.read()
             state = engine.loads(saved[index]) if index in saved else None
-            loaded = time.process_time()
+            loaded = clock.read()
             step = engine.advance(cluster, state, events, config, shard)
-            stepped = time.process_time()
+            stepped = clock.read()
             saved[index] = engine.dumps(step.state)
-            done = time.process_time()
+            done = clock.read()
             gc.enable()
             row.append((done - started, loaded - started + done - stepped, len(saved[index])))
             if parts is not None and index == 0:
                 parts.append(engine.footprint(step.state))
         figures.append(row)
+    clock.pause()
     return figures
 
 

@@ -19,7 +19,10 @@ large fleet's speed per event and state per batch over the small one's.
 
     python -m streaming.bench.fleets [--days all | shipped,tenth-down,fiftieth-slow,rolling]
                                      [--batch 50000] [--runs 2] [--small 16x20] [--large 1000x5000]
-                                     [--minutes 5]
+                                     [--minutes 5] [--count]
+
+``--count`` counts instructions instead (:mod:`streaming.bench.counting`): the ratios come out
+the same from run to run, whatever else the machine runs.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from typing import Any
 
 import yaml
 
+from streaming.bench import counting
 from streaming.bench import engine as bench_engine
 from streaming.config import Scenario, engine_config, load_job_config
 from udfs import engine
@@ -121,10 +125,12 @@ def fleet(day: str, brokers: int, producers: int, minutes: int) -> dict[str, Any
     }
 
 
-def measure(scenarios: list[str], batch: int, runs: int) -> list[tuple[int, float, float]]:
-    """Each scenario's (name or path) events, and its steady seconds and state bytes per batch.
-    The scenarios take turns run after run, so that a slow minute of the machine falls on
-    each, and each batch's time is the least of its ``runs``."""
+def measure(
+    scenarios: list[str], batch: int, runs: int, clock: counting.Seconds
+) -> list[tuple[int, float, float]]:
+    """Each scenario's (name or path) events, and its steady seconds (or what ``clock`` reads)
+    and state bytes per batch. The scenarios take turns run after run, so that a slow minute of
+    the machine falls on each, and each batch's time is the least of its ``runs``."""
     config = engine_config(load_job_config(None, {"source": "files", "path": "."}))
     parsed = [bench_engine._batches(scenario, 1, 1, batch) for scenario in scenarios]
     figures: list[list[Any]] = [[] for _ in scenarios]
@@ -133,7 +139,9 @@ def measure(scenarios: list[str], batch: int, runs: int) -> list[tuple[int, floa
     try:
         for _ in range(runs):
             for (cluster, batches), runs_of in zip(parsed, figures, strict=True):
-                runs_of.append(bench_engine._run(cluster, batches, config, [engine.WHOLE]))
+                runs_of.append(
+                    bench_engine._run(cluster, batches, config, [engine.WHOLE], clock=clock)
+                )
     finally:
         gc.unfreeze()
     measured = []
@@ -160,14 +168,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--small", default="16x20", help="brokers x producers")
     parser.add_argument("--large", default="1000x5000", help="brokers x producers")
     parser.add_argument("--minutes", type=int, default=5, help="of traffic (made fleets)")
+    parser.add_argument("--count", action="store_true", help="count instructions (callgrind)")
     args = parser.parse_args(argv)
+    if args.count and not counting.inside():
+        return counting.rerun("streaming.bench.fleets", sys.argv[1:] if argv is None else argv)
+    clock = counting.clock()
     days = DAYS if args.days == "all" else tuple(args.days.split(","))
     unknown = sorted(set(days) - set(DAYS))
     if unknown:
         parser.error(f"unknown bad day {', '.join(unknown)}; the days are {', '.join(DAYS)}")
     print(
-        f"engine alone, batches of {args.batch}, least CPU time of {args.runs} runs taken in "
-        "turns; per fleet: events; steady s per batch, events/s, state B per batch"
+        f"engine alone, batches of {args.batch}, least {clock.name} of {args.runs} runs taken "
+        "in turns; per fleet: events; steady cost per batch, events per cost, state B per batch"
     )
     with tempfile.TemporaryDirectory(prefix="faultline-bench-fleets-") as folder:
         for day in days:
@@ -182,12 +194,12 @@ def main(argv: list[str] | None = None) -> int:
                 path = Path(folder) / f"{spec['name']}.yaml"
                 path.write_text(yaml.safe_dump(spec, sort_keys=False))
                 names.append(str(path))
-            measured = measure(names, args.batch, args.runs)
+            measured = measure(names, args.batch, args.runs, clock)
             sizes = (args.small, args.large)
             for size, (events, seconds, state) in zip(sizes, measured, strict=True):
                 print(
-                    f"  {day:<13} {size:>10}: {events:>8,} events; {seconds:.2f} s, "
-                    f"{args.batch / seconds:>8,.0f}/s, {state:>12,.0f} B"
+                    f"  {day:<13} {size:>10}: {events:>8,} events; {clock.span(seconds)}, "
+                    f"{clock.rate(args.batch, seconds):>8}, {state:>12,.0f} B"
                 )
             figures = [(seconds, state) for _, seconds, state in measured]
             (small_s, small_b), (large_s, large_b) = figures

@@ -12,7 +12,10 @@ The difference over the records left out is what one of them costs; the last lin
 summary's cost over a send's.
 
     python -m streaming.bench.summaries [--scenario default] [--repeat 20] [--summary-repeat 100]
-                                        [--batch 50000] [--runs 3]
+                                        [--batch 50000] [--runs 3] [--count]
+
+``--count`` counts instructions instead (:mod:`streaming.bench.counting`), which the machine's
+load does not move: a summary's cost over a send's comes out the same from run to run.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import sys
 
 import pandas as pd
 
+from streaming.bench import counting
 from streaming.bench import engine as bench_engine
 from streaming.config import engine_config, load_job_config
 from udfs import engine
@@ -38,11 +42,13 @@ def replaced(events: pd.DataFrame) -> pd.Series:
     )
 
 
-def marginal(batches: list[pd.DataFrame], out: list[pd.Series], runs: int) -> tuple[int, float]:
+def marginal(
+    batches: list[pd.DataFrame], out: list[pd.Series], runs: int, clock: counting.Seconds
+) -> tuple[int, float]:
     """How many records ``out`` names in ``batches``, and what each costs: the engine's time
     with them less its time without them, in the same batches, per record. The runs with and
     without them alternate, so that a slow minute of the machine falls on both, and each
-    batch's time is the least of its ``runs``."""
+    batch's time (or what ``clock`` reads) is the least of its ``runs``."""
     left = [b[~o].reset_index(drop=True) for b, o in zip(batches, out, strict=True)]
     count = sum(int(o.sum()) for o in out)
     config = engine_config(load_job_config(None, {"source": "files", "path": "."}))
@@ -53,7 +59,9 @@ def marginal(batches: list[pd.DataFrame], out: list[pd.Series], runs: int) -> tu
     try:
         for _ in range(runs):
             for which, stream in enumerate((batches, left)):
-                figures[which].append(bench_engine._run(cluster, stream, config, [engine.WHOLE]))
+                figures[which].append(
+                    bench_engine._run(cluster, stream, config, [engine.WHOLE], clock=clock)
+                )
     finally:
         gc.unfreeze()
     whole, without = (sum(b[0][0] for b in bench_engine._least(figures[w])) for w in (0, 1))
@@ -72,21 +80,25 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--batch", type=int, default=50_000)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--count", action="store_true", help="count instructions (callgrind)")
     args = parser.parse_args(argv)
+    if args.count and not counting.inside():
+        return counting.rerun("streaming.bench.summaries", sys.argv[1:] if argv is None else argv)
+    clock = counting.clock()
     _, full = bench_engine._batches(args.scenario, args.repeat, 1, args.batch, "full")
-    sends, send_s = marginal(full, [replaced(b) for b in full], args.runs)
+    sends, send_s = marginal(full, [replaced(b) for b in full], args.runs, clock)
     _, summarized = bench_engine._batches(
         args.scenario, args.summary_repeat, 1, args.batch, "summary"
     )
     kinds = [b["kind"] == EventKind.SEND_SUMMARY for b in summarized]
-    summaries, summary_s = marginal(summarized, kinds, args.runs)
+    summaries, summary_s = marginal(summarized, kinds, args.runs, clock)
     print(
         f"engine alone, scenario {args.scenario} x{args.repeat} in full and "
-        f"x{args.summary_repeat} in summaries, batches of {args.batch}, least CPU time of "
+        f"x{args.summary_repeat} in summaries, batches of {args.batch}, least {clock.name} of "
         f"{args.runs} runs"
     )
-    print(f"  a send (SEND_OK, first attempt): {send_s * 1e6:.1f} us, over {sends:,} of them")
-    print(f"  a send summary: {summary_s * 1e6:.1f} us, over {summaries:,} of them")
+    print(f"  a send (SEND_OK, first attempt): {clock.each(send_s)}, over {sends:,} of them")
+    print(f"  a send summary: {clock.each(summary_s)}, over {summaries:,} of them")
     print(f"a summary costs {summary_s / send_s:.2f}x a send")
     return 0
 

@@ -104,6 +104,30 @@ def test_a_summary_is_priced_against_the_sends_it_stands_for(
     assert re.fullmatch(r"a summary costs -?\d+\.\d\dx a send", lines[3])
 
 
+def test_counted_a_summary_costs_more_than_a_send_and_less_than_three(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """In instructions (``--count``), which the machine's load does not move: a summary is
+    applied as two sends, its first and its last, so it costs more than one send; what a record
+    costs once (its admission, its share of the batch) keeps it under three."""
+    args = ["--scenario", "quick", "--repeat", "1", "--summary-repeat", "1", "--batch", "2000",
+            "--runs", "1", "--count"]  # fmt: skip
+    assert summaries.main(args) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0] == (
+        "engine alone, scenario quick x1 in full and x1 in summaries, batches of 2000, least "
+        "instructions counted by callgrind of 1 runs"
+    )
+    send = re.fullmatch(
+        r"  a send \(SEND_OK, first attempt\): ([\d,]+) instructions, over 541 of them", lines[1]
+    )
+    summary = re.fullmatch(r"  a send summary: ([\d,]+) instructions, over 78 of them", lines[2])
+    assert send is not None and summary is not None, lines
+    each, summarized = (int(m.group(1).replace(",", "")) for m in (send, summary))
+    assert 10_000 < each < summarized < 3 * each
+    assert lines[3] == f"a summary costs {summarized / each:.2f}x a send"
+
+
 def test_the_sends_a_summary_stands_for_are_the_first_attempts_that_succeeded() -> None:
     events = pd.DataFrame(
         {
