@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from udfs._frames import distinct, objects, tuples, where
+from udfs._frames import codes, distinct, tuples, where
 from udfs.engine._config import CLUSTER
 from udfs.engine._segment import EventAt, Segment
 from udfs.engine._state import Item, State, Table
@@ -68,8 +68,9 @@ def open_tables(seg: Segment, scope: str, sends: pd.DataFrame) -> Opened:
         key_codes = np.zeros(len(rows["row"]), dtype=np.int64)
         keys = [cluster] if len(key_codes) else []
     else:
-        key_codes, named = pd.factorize(objects(chosen["producer_id"])[rows["row"]])
-        keys = named.tolist()
+        producers, names = codes(chosen["producer_id"])  # numbered by Arrow, not by hashing
+        key_codes, met = pd.factorize(producers[rows["row"]])  # in the order rows meet them
+        keys = [names[i] for i in met.tolist()]
     rows["key"] = key_codes
     # a producer's table follows the profile of its latest event
     latest = np.zeros(len(keys), dtype=np.int64)

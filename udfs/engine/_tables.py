@@ -55,6 +55,7 @@ def report_rows(
     else:
         profiles = (np.zeros(len(sends), dtype=np.int64), [profile])
     outcomes, modes = codes(sends["outcome"]), codes(sends["mode"])
+    brokers, broker_names = codes(sends["broker_name"])
     coded = (profiles[0], outcomes[0], modes[0])
     names = (profiles[1], outcomes[1], modes[1])
     width = np.array([len(n) for n in names], dtype=np.int64)
@@ -81,6 +82,8 @@ def report_rows(
         "event_id": objects(sends["event_id"])[row],
         "phase": phase.astype(np.int8),
         "broker": objects(sends["broker_name"])[row],
+        "broker_code": brokers[row],
+        "broker_names": broker_names,
         "latency": np.where(phase == 0, 0, sends["latency_ms"].to_numpy(np.int64)[row]),
         "isolation": isolation.astype(bool),
         "reachable": reachable.astype(bool),
@@ -244,7 +247,7 @@ class ScopeTables:
             k: {it.broker: it for it in tstates[k].items} for k in key_names
         }
         brokers = rows["broker"]
-        broker_codes, broker_names = pd.factorize(brokers, use_na_sentinel=False)
+        broker_codes, broker_names = rows["broker_code"], rows["broker_names"]
         width = max(len(broker_names), 1)
         # (key, broker) pairs, from each side's codes: any character may be in either name
         pair, pairs = pd.factorize(key_codes.astype(np.int64) * width + broker_codes)
@@ -271,7 +274,7 @@ class ScopeTables:
         self._key_codes, self._key_names = key_codes, key_names
         self.broker = brokers[fresh]
         self.broker_codes = broker_codes[fresh]
-        self.broker_code_names: list[str] = broker_names.tolist()
+        self.broker_code_names: list[str] = broker_names
         self.time = t[fresh]
         self.event_id = rows["event_id"][fresh]
         self.phase = rows["phase"][fresh]
@@ -281,7 +284,13 @@ class ScopeTables:
         self.outcome = rows["outcome"][fresh]
         self.sends, self.row = sends, rows["row"][fresh]
         n = len(self.time)
-        self.profile_name = np.array([profiles[k].name for k in key_names], dtype=object)[key_codes]
+        by_name = {p.name: p for p in profiles.values()}
+        self.profile_names = list(by_name)
+        number = {name: i for i, name in enumerate(self.profile_names)}
+        self.profile_code = np.array(
+            [number[profiles[k].name] for k in key_names], dtype=np.int64
+        )[key_codes]
+        """Each row's profile, numbered as in ``profile_names``."""
         self.init_start = np.array(
             [it.start if it is not None else NO_ITEM for it in init_items], dtype=np.int64
         )
@@ -296,10 +305,8 @@ class ScopeTables:
         by_pair = np.lexsort((np.arange(n), self.pair))
         first = np.ones(n, dtype=bool)
         first[1:] = self.pair[by_pair][1:] != self.pair[by_pair][:-1]
-        by_name = {p.name: p for p in profiles.values()}
-        for name in pd.unique(self.profile_name):
-            profile = by_name[name]
-            mine = self.profile_name == name
+        for code, profile in enumerate(by_name.values()):
+            mine = self.profile_code == code
             self.dur[mine] = not_available_durations(
                 profile, self.latency[mine], self.isolation[mine]
             )
@@ -427,8 +434,8 @@ class ScopeTables:
         """A row per update, the sends' own texts taken from their Arrow columns."""
         n, row = len(self.time), pa.array(self.row)
         lines = {p.name: p.line for p in self.profiles.values()}
-        codes, names = pd.factorize(self.profile_name)
-        line5 = np.array([lines[name] == "5" for name in names], dtype=bool)[codes]
+        names = self.profile_names
+        line5 = np.array([lines[name] == "5" for name in names], dtype=bool)[self.profile_code]
 
         def sent(column: str) -> pa.Array:
             return pa.array(self.sends[column], pa.large_string(), from_pandas=True).take(row)
@@ -453,7 +460,7 @@ class ScopeTables:
             "reachable": np.where(line5, self.reachable, True),
             "not_available_ms": self.dur,
             "available_from": self.start,
-            "profile": texts(codes, names),
+            "profile": texts(self.profile_code, names),
             "outcome": sent("outcome"),
             "phase": texts(self.phase, ["dispatch", "result"]),
             "producer_id": sent("producer_id"),
