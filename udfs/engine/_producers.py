@@ -18,8 +18,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
-from udfs._frames import distinct, equal, objects, tuples
+from udfs._frames import codes, distinct, equal, objects, tuples
 from udfs.engine._config import PRODUCER, EngineConfig
 from udfs.engine._segment import Segment
 from udfs.engine._state import FirstAttempt, Producer, State
@@ -43,16 +44,16 @@ def segments(state: State, events: pd.DataFrame, config: EngineConfig) -> list[P
     sends = equal(events["kind"], EventKind.SEND_RESULT)
     if horizon is None or not sends.any():
         return [Piece(events, end)]
-    pids = objects(events["producer_id"])[sends]
+    # the sends' producers numbered by Arrow, not by hashing Python texts
+    coded, names = codes(pa.array(events["producer_id"].array).filter(pa.array(sends)))
     t = events["event_time"].to_numpy(np.int64)[sends]
-    codes, names = pd.factorize(pids)
-    order = np.lexsort((t, codes))  # per producer, in time
-    codes, t = codes[order], t[order]
-    first = np.r_[True, codes[1:] != codes[:-1]]
+    order = np.lexsort((t, coded))  # per producer, in time
+    coded, t = coded[order], t[order]
+    first = np.r_[True, coded[1:] != coded[:-1]]
     previous = np.r_[np.int64(0), t[:-1]]
     known = state.producers
     last = np.array([known[p].last if p in known else np.inf for p in names])  # new: no gap
-    previous = np.where(first, last[codes], previous)
+    previous = np.where(first, last[coded], previous)
     returns = t - previous >= horizon
     if not returns.any():
         return [Piece(events, end)]
@@ -93,6 +94,7 @@ def spent_budget(state: State, sends: pd.DataFrame, config: EngineConfig) -> np.
         return out
     attempt = sends["attempt"].to_numpy(np.int64)
     pids = objects(sends["producer_id"])
+    producers, _ = codes(sends["producer_id"])  # compared as numbers, not as texts
     latency = sends["latency_ms"].to_numpy(np.int64)
     start = sends["event_time"].to_numpy(np.int64) - latency
     summarized = sends["messages"].notna().to_numpy(bool)  # a summary's sends: no message
@@ -110,7 +112,7 @@ def spent_budget(state: State, sends: pd.DataFrame, config: EngineConfig) -> np.
     if len(failed):
         began_at = {  # each message's last first attempt in the segment, whenever it came
             (pids[i], key(i)): start[i]
-            for i in firsts[pd.Series(pids[firsts]).isin(pids[failed]).to_numpy()].tolist()
+            for i in firsts[np.isin(producers[firsts], producers[failed])].tolist()
         }
         began = np.array(
             [began_at.get((pids[i], key(i)), np.nan) for i in failed.tolist()], dtype=np.float64
@@ -124,7 +126,7 @@ def spent_budget(state: State, sends: pd.DataFrame, config: EngineConfig) -> np.
         with np.errstate(invalid="ignore"):
             spent = (left < config.send_msg_timeout_ms) & (latency[failed] >= left)
         out[failed] = spent
-    for i in firsts[distinct(pids[firsts], keep="last")].tolist():
+    for i in firsts[distinct(producers[firsts], keep="last")].tolist():
         known[pids[i]].send = FirstAttempt(key(i), int(start[i]))  # its latest first attempt
     return out
 

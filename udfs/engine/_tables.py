@@ -47,7 +47,7 @@ def report_rows(
     """One row per updateFaultItem call, as columns, sorted by (time, event_id, phase): ``sends``
     are admitted events, in that order already (:func:`udfs.engine._admission.admit`). Each send
     follows ``profile``, or its own ``client_profile`` with None. ``row`` is the send's position
-    in ``sends``."""
+    in ``sends``; ``broker_code`` numbers each row's broker as in ``broker_names``."""
     times = sends["event_time"].to_numpy(np.int64)
     assert (np.diff(times) >= 0).all(), "sends in event-time order"
     if profile is None:
@@ -83,7 +83,7 @@ def report_rows(
         "phase": phase.astype(np.int8),
         "broker": objects(sends["broker_name"])[row],
         "broker_code": brokers[row],
-        "broker_names": broker_names,
+        "broker_names": np.array(broker_names, dtype=object),  # each broker_code's name
         "latency": np.where(phase == 0, 0, sends["latency_ms"].to_numpy(np.int64)[row]),
         "isolation": isolation.astype(bool),
         "reachable": reachable.astype(bool),
@@ -253,7 +253,7 @@ class ScopeTables:
         pair, pairs = pd.factorize(key_codes.astype(np.int64) * width + broker_codes)
         named = zip(
             np.array(key_names, dtype=object)[pairs // width].tolist(),
-            np.asarray(broker_names, dtype=object)[pairs % width].tolist(),
+            broker_names[pairs % width].tolist(),
             strict=True,
         )
         self.pairs = [[k, b] for k, b in named]
@@ -274,7 +274,7 @@ class ScopeTables:
         self._key_codes, self._key_names = key_codes, key_names
         self.broker = brokers[fresh]
         self.broker_codes = broker_codes[fresh]
-        self.broker_code_names: list[str] = broker_names
+        self.broker_code_names: list[str] = broker_names.tolist()
         self.time = t[fresh]
         self.event_id = rows["event_id"][fresh]
         self.phase = rows["phase"][fresh]

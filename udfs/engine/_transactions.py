@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from udfs._frames import equal, isin, objects, tuples
+from udfs._frames import distinct, equal, isin, objects, tuples
 from udfs.engine._nameserver import RouteTimeline
 from udfs.engine._segment import Segment
 from udfs.engine._state import Half, State
@@ -166,8 +166,13 @@ class _Reach:
 def remember_answers(state: State, sends: pd.DataFrame) -> None:
     """Each broker's last send outcome, for :class:`_Answers` in later segments (sends are in
     event order)."""
-    brokers, outcomes = sends["broker_name"].tolist(), sends["outcome"].tolist()
-    state.answered.update(zip(brokers, outcomes, strict=True))  # last wins
+    # each broker's last outcome, brokers new to the state in the order the sends meet them
+    first, last = distinct(sends["broker_name"]), distinct(sends["broker_name"], keep="last")
+    brokers = objects(sends["broker_name"])
+    outcomes = dict(
+        zip(brokers[last].tolist(), objects(sends["outcome"])[last].tolist(), strict=True)
+    )
+    state.answered.update((b, outcomes[b]) for b in brokers[first].tolist())
 
 
 _FIELDS = ("event_time", "event_id", "kind", "broker_name", "topic", "producer_id",
