@@ -287,9 +287,8 @@ class ScopeTables:
         by_name = {p.name: p for p in profiles.values()}
         self.profile_names = list(by_name)
         number = {name: i for i, name in enumerate(self.profile_names)}
-        self.profile_code = np.array(
-            [number[profiles[k].name] for k in key_names], dtype=np.int64
-        )[key_codes]
+        key_profile = np.array([number[profiles[k].name] for k in key_names], dtype=np.int64)
+        self.profile_code = key_profile[key_codes]
         """Each row's profile, numbered as in ``profile_names``."""
         self.init_start = np.array(
             [it.start if it is not None else NO_ITEM for it in init_items], dtype=np.int64
