@@ -2,7 +2,7 @@
 of two costs that a busy minute of this machine moves by a fifth or more.
 
 Under ``--count`` a benchmark runs itself again under valgrind's callgrind, with instrumentation
-off (``--instr-atstart=no``): its imports and its simulated events run at about a fifth of their
+off (``--instr-atstart=no``): its imports and its simulated events run at about an eighth of their
 speed and are not counted. Only what the benchmark measures is: its clock
 (:class:`Instructions`) switches instrumentation on at a reading and, at the next, off, and has
 callgrind write out what it counted (through a small C library, ``counting.c``, built once
