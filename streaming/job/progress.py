@@ -123,6 +123,7 @@ class BatchProgress(StreamingQueryListener):
         self._jobs[batch_id] = job
 
     def onQueryStarted(self, event: Any) -> None:
+        self.terminated.clear()  # a query started again after one that failed (run.py)
         self.alive.beat()
 
     def onQueryProgress(self, event: Any) -> None:

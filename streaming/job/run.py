@@ -36,6 +36,24 @@ STOP_WAIT_S = 10.0
 may not notice for a minute (the Kafka clients' own timeouts)."""
 
 
+WORKER_LATE = "Python worker failed to connect back"
+"""Spark's error when a Python process it started has not connected to it within 10 s, a limit no
+setting changes. The Python sources (simulator, files) start one such process per query, their
+runner, and on a busy machine (two cores, other JVMs starting) the interpreter's start alone can
+take that long."""
+WORKER_LATE_TEXT = (
+    "Spark's Python worker for the source did not connect back within Spark's 10 s (a busy "
+    "machine); starting the query again from its checkpoint"
+)
+START_ATTEMPTS = 3
+"""How often the job starts its query when the source's Python worker is late (:data:`WORKER_LATE`);
+a restart resumes from the checkpoint, so each batch is still written once."""
+
+
+def _worker_late(failure: Any) -> bool:
+    return failure is not None and WORKER_LATE in str(failure)
+
+
 @contextmanager
 def _interrupts() -> Iterator[threading.Event]:
     """Ctrl-C (SIGINT) sets the event instead of raising where it lands: in the main thread a
@@ -170,33 +188,42 @@ def _job(
     alive.beat()
     listener = BatchProgress(out, metrics, alive)
     spark.streams.addListener(listener)
-    query = build_query(
-        spark,
-        config,
-        folder,
-        output,
-        checkpoint,
-        progress,
-        publisher=publisher,
-        operator=operator,
-        listener=listener,
-        metrics=metrics,
-    )
+
+    def start() -> Any:
+        return build_query(
+            spark,
+            config,
+            folder,
+            output,
+            checkpoint,
+            progress,
+            publisher=publisher,
+            operator=operator,
+            listener=listener,
+            metrics=metrics,
+        )
+
+    query = start()
     try:
         with _interrupts() as interrupted:
-            while query.isActive:  # the listener prints each batch's line
-                alive.beat()
-                if interrupted.is_set():
-                    raise KeyboardInterrupt
-                if watch is not None and watch.gave_up is not None:  # Spark's source waits
-                    if publisher is not None:
-                        publisher.cancel()
-                    _stop_within(query, STOP_WAIT_S)
-                    raise RuntimeError(watch.gave_up)
-                try:
-                    query.awaitTermination(config.progress_interval / 1000)
-                except Exception:  # the query failed: its reason is read below
+            for attempt in range(2, START_ATTEMPTS + 2):
+                while query.isActive:  # the listener prints each batch's line
+                    alive.beat()
+                    if interrupted.is_set():
+                        raise KeyboardInterrupt
+                    if watch is not None and watch.gave_up is not None:  # Spark's source waits
+                        if publisher is not None:
+                            publisher.cancel()
+                        _stop_within(query, STOP_WAIT_S)
+                        raise RuntimeError(watch.gave_up)
+                    try:
+                        query.awaitTermination(config.progress_interval / 1000)
+                    except Exception:  # the query failed: its reason is read below
+                        break
+                if attempt > START_ATTEMPTS or not _worker_late(query.exception()):
                     break
+                print(f"faultline: {WORKER_LATE_TEXT} ({attempt} of {START_ATTEMPTS})", file=out)
+                query = start()
         if query.exception() is not None:
             failure = from_failure(query.exception(), (output, checkpoint))
             raise failure or RuntimeError(progress.error or reason(str(query.exception())))

@@ -233,6 +233,7 @@ def _fault_tables(
         )
     route_times = [int(r["event_time"]) for r in routes]
     open_: dict[str, Difference] = {}
+    bracketed: dict[str, tuple[int, int]] = {}  # broker: the times a clock-bracket explained
     for snapshot in record.tables:
         at = int(snapshot["at"])
         held: dict[str, dict[str, Any]] = {}
@@ -277,8 +278,9 @@ def _fault_tables(
                         kind = "first-send"
                     elif verdict.mode == "ASYNC":
                         kind = _async_kind(theirs, mine, at, _in_flight(spans[broker], at))
-                    elif _bracketed(theirs, mine):
+                    elif _bracketed(theirs, mine) or _kept(bracketed.get(broker), theirs, mine):
                         kind = "clock-bracket"
+                        bracketed[broker] = _available(theirs, mine)
                     else:
                         kind = "unexplained"
             previous = open_.get(broker)
@@ -326,6 +328,19 @@ CALLBACK_MS = 50
 """How long after an ASYNC result's hook the client's update of its table may come: the callback
 runs the hook, then the application's ``onSuccess``, then ``updateFaultItem`` (a JVM's first
 callbacks are the slowest)."""
+
+
+def _available(theirs: dict[str, Any], mine: dict[str, Any]) -> tuple[int, int]:
+    return int(theirs["available_from"]), int(mine["available_from"])
+
+
+def _kept(explained: tuple[int, int] | None, theirs: dict[str, Any], mine: dict[str, Any]) -> bool:
+    """Both tables still hold times available again that a clock-bracket explained, and the
+    latencies agree or the client's is the longer: 5.x changes the time only to extend it
+    (``updateNotAvailableDuration``), so a later send below 550 ms (no isolation) replaces the
+    latency alone, as when the first send after an isolation ends."""
+    longer = int(theirs["latency_ms"]) - int(mine["latency_ms"])
+    return explained == _available(theirs, mine) and (abs(longer) <= TOLERANCE_MS or longer > 0)
 
 
 def _bracketed(theirs: dict[str, Any], mine: dict[str, Any]) -> bool:

@@ -36,7 +36,7 @@ from streaming.job.progress import Progress
 from streaming.job.publish import Publisher
 from streaming.job.query import QUERY_NAME, build_query
 from streaming.sim.simulator import simulate, write_jsonl
-from tests.streaming.conftest import Job, no_stray_files, same_tables, table
+from tests.streaming.conftest import Job, faultline, no_stray_files, same_tables, table
 from udfs.schema import TABLES
 
 pytestmark = pytest.mark.jvm
@@ -292,3 +292,36 @@ def test_a_copied_checkpoint_resumes_as_the_same_job(
     same_tables(reference, moved / "out")
     assert sorted(table(moved / "out", "batches")["batch_id"]) == list(range(last + 1))
     _files_are_whole(moved / "out", no_leftovers=True)
+
+
+LATE = """import os, time
+from pathlib import Path
+marker = Path(__file__).with_name("late")
+if "PYTHON_WORKER_FACTORY_PORT" in os.environ and marker.exists():  # a worker Spark waits for
+    marker.unlink()
+    time.sleep(12)
+"""
+"""A ``sitecustomize`` that holds the first Python worker Spark starts and waits for (the
+source's runner) 12 s before it connects back: Spark waits 10 s."""
+
+
+def test_a_source_worker_late_to_connect_back_starts_the_query_again(
+    reference: Path, tmp_path: Path
+) -> None:
+    """A busy machine: the Python source's runner connects back after Spark gave up on it, and the
+    query fails before its first batch. The job starts it again from its checkpoint, says so, and
+    writes the uninterrupted run's tables (a JVM of its own: the runner's environment is the
+    JVM's)."""
+    late = tmp_path / "late"
+    late.mkdir()
+    (late / "sitecustomize.py").write_text(LATE)
+    (late / "late").touch()
+    result = faultline(*_quick_args(tmp_path), cwd=tmp_path, env={"PYTHONPATH": str(late)})
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert not (late / "late").exists()
+    assert (
+        "faultline: Spark's Python worker for the source did not connect back within Spark's "
+        "10 s (a busy machine); starting the query again from its checkpoint (2 of 3)"
+    ) in result.stdout.splitlines()
+    same_tables(reference, tmp_path / "out")
+    _files_are_whole(tmp_path / "out", no_leftovers=True)
