@@ -51,7 +51,7 @@ from streaming.config import Scenario, duration_flag, load_job_config
 from streaming.job import sink
 from streaming.job.maintain import table_properties
 from streaming.job.progress import Progress
-from streaming.job.query import build_query
+from streaming.job.query import build_query, run_to_end
 from streaming.job.session import spark_session
 from streaming.job.sources.files import count_records, list_files
 from streaming.sim.simulator import simulate, write_jsonl
@@ -407,11 +407,14 @@ def run(
         f"min_batches_to_retain {args.retain}\n{Sampler.header()}",
         flush=True,
     )
-    query = build_query(
-        spark, config, events, work / "out", work / "ck", Progress(), on_batch=sampler
-    )
-    sampler.query = query
-    query.awaitTermination()
+
+    def start() -> Any:
+        sampler.query = build_query(
+            spark, config, events, work / "out", work / "ck", Progress(), on_batch=sampler
+        )
+        return sampler.query
+
+    run_to_end(start)
     return sampler
 
 

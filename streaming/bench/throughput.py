@@ -59,7 +59,7 @@ from streaming.config import load_job_config, load_scenario
 from streaming.job import sink
 from streaming.job.progress import Progress
 from streaming.job.publish import Publisher
-from streaming.job.query import build_query, raw_records
+from streaming.job.query import build_query, raw_records, run_to_end
 from streaming.job.session import spark_jars, spark_session
 from streaming.job.sink import META
 from streaming.job.sources.files import list_files
@@ -291,17 +291,18 @@ def _job(
         batches.append(batch)
         sizes[int(batch["batch_id"])] = _bytes(checkpoint)
 
-    query = build_query(
-        spark,
-        config,
-        folder,
-        output,
-        checkpoint,
-        Progress(),
-        on_batch=on_batch,
-        operator=floor(read=at_floor == "read") if at_floor else None,
+    query = run_to_end(
+        lambda: build_query(
+            spark,
+            config,
+            folder,
+            output,
+            checkpoint,
+            Progress(),
+            on_batch=on_batch,
+            operator=floor(read=at_floor == "read") if at_floor else None,
+        )
     )
-    query.awaitTermination()
     return batches, query, sizes
 
 

@@ -4,11 +4,12 @@ micro-batch."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import pyarrow as pa
 
@@ -35,6 +36,40 @@ from udfs.parse import cluster_keys
 from udfs.vocabulary import TableName
 
 QUERY_NAME = "faultline"
+
+WORKER_LATE = "Python worker failed to connect back"
+"""Spark's error when a Python process it started has not connected to it within 10 s, a limit no
+setting changes. The Python sources (simulator, files) start one such process per query, their
+runner, and on a busy machine (two cores, other JVMs starting) the interpreter's start alone can
+take that long."""
+WORKER_LATE_TEXT = (
+    "Spark's Python worker for the source did not connect back within Spark's 10 s (a busy "
+    "machine); starting the query again from its checkpoint"
+)
+START_ATTEMPTS = 3
+"""How often the job starts its query while the source's Python worker is late
+(:data:`WORKER_LATE`); a start resumes from the checkpoint, so each batch is still written once."""
+
+
+def worker_late(failure: Any) -> bool:
+    """Whether a query failed because its source's Python worker was late
+    (:data:`WORKER_LATE`)."""
+    return failure is not None and WORKER_LATE in str(failure)
+
+
+def run_to_end(start: Callable[[], Any], out: TextIO = sys.stdout) -> Any:
+    """The query ``start`` starts, once it ended: started again while its source's Python worker
+    was late (:func:`worker_late`, at most :data:`START_ATTEMPTS` starts in all). Its failure, if
+    any, is raised."""
+    for attempt in range(2, START_ATTEMPTS + 2):
+        query = start()
+        with contextlib.suppress(Exception):  # read below
+            query.awaitTermination()
+        if attempt > START_ATTEMPTS or not worker_late(query.exception()):
+            break
+        print(f"faultline: {WORKER_LATE_TEXT} ({attempt} of {START_ATTEMPTS})", file=out)
+    query.awaitTermination()
+    return query
 
 
 SLOT = "slot"

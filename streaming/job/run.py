@@ -21,7 +21,13 @@ from streaming.job.metrics import Metrics, Server
 from streaming.job.outage import Watch
 from streaming.job.progress import BatchProgress, Progress, reason
 from streaming.job.publish import Publisher, check_reachable, ensure_decisions_topic
-from streaming.job.query import QUERY_NAME, build_query
+from streaming.job.query import (
+    QUERY_NAME,
+    START_ATTEMPTS,
+    WORKER_LATE_TEXT,
+    build_query,
+    worker_late,
+)
 from streaming.job.session import has_session, spark_jars, spark_session
 from streaming.job.sink_spark import check_delta
 from streaming.job.sources.simulator import simulator_folder
@@ -34,24 +40,6 @@ LISTENER_WAIT_S = 10.0
 STOP_WAIT_S = 10.0
 """How long a job that gives up on Kafka waits for its query to stop: a batch waiting for Kafka
 may not notice for a minute (the Kafka clients' own timeouts)."""
-
-
-WORKER_LATE = "Python worker failed to connect back"
-"""Spark's error when a Python process it started has not connected to it within 10 s, a limit no
-setting changes. The Python sources (simulator, files) start one such process per query, their
-runner, and on a busy machine (two cores, other JVMs starting) the interpreter's start alone can
-take that long."""
-WORKER_LATE_TEXT = (
-    "Spark's Python worker for the source did not connect back within Spark's 10 s (a busy "
-    "machine); starting the query again from its checkpoint"
-)
-START_ATTEMPTS = 3
-"""How often the job starts its query when the source's Python worker is late (:data:`WORKER_LATE`);
-a restart resumes from the checkpoint, so each batch is still written once."""
-
-
-def _worker_late(failure: Any) -> bool:
-    return failure is not None and WORKER_LATE in str(failure)
 
 
 @contextmanager
@@ -220,7 +208,7 @@ def _job(
                         query.awaitTermination(config.progress_interval / 1000)
                     except Exception:  # the query failed: its reason is read below
                         break
-                if attempt > START_ATTEMPTS or not _worker_late(query.exception()):
+                if attempt > START_ATTEMPTS or not worker_late(query.exception()):
                     break
                 print(f"faultline: {WORKER_LATE_TEXT} ({attempt} of {START_ATTEMPTS})", file=out)
                 query = start()

@@ -34,7 +34,7 @@ from streaming.config import JobConfig, load_job_config, load_scenario
 from streaming.job import failpoints, sink
 from streaming.job.progress import Progress
 from streaming.job.publish import Publisher
-from streaming.job.query import QUERY_NAME, build_query
+from streaming.job.query import QUERY_NAME, build_query, run_to_end
 from streaming.sim.simulator import simulate, write_jsonl
 from tests.streaming.conftest import Job, faultline, no_stray_files, same_tables, table
 from udfs.schema import TABLES
@@ -80,12 +80,13 @@ def _run_query(spark: Any, config: JobConfig, publisher: Publisher) -> str | Non
     """One start of the job on its checkpoint, to the end of the input or to a failure; returns
     the failure's one-line reason."""
     output, checkpoint = Path(config.output), Path(config.checkpoint) / QUERY_NAME
-    progress = Progress()
-    query = build_query(
-        spark, config, Path(str(config.path)), output, checkpoint, progress, publisher=publisher
-    )
+    progress, events = Progress(), Path(str(config.path))
     with contextlib.suppress(Exception):  # a failure's reason is in progress.error
-        query.awaitTermination()
+        run_to_end(
+            lambda: build_query(
+                spark, config, events, output, checkpoint, progress, publisher=publisher
+            )
+        )
     return progress.error
 
 
