@@ -51,23 +51,25 @@ START_ATTEMPTS = 3
 (:data:`WORKER_LATE`); a start resumes from the checkpoint, so each batch is still written once."""
 
 
-def worker_late(failure: Any) -> bool:
-    """Whether a query failed because its source's Python worker was late
-    (:data:`WORKER_LATE`)."""
-    return failure is not None and WORKER_LATE in str(failure)
+def again(query: Any, attempt: int, out: TextIO) -> bool:
+    """Whether to start the query again after its ``attempt``-th start ended: it failed because its
+    source's Python worker was late (:data:`WORKER_LATE`) and starts remain; says so on ``out``."""
+    failure = query.exception()
+    if attempt >= START_ATTEMPTS or failure is None or WORKER_LATE not in str(failure):
+        return False
+    print(f"faultline: {WORKER_LATE_TEXT} ({attempt + 1} of {START_ATTEMPTS})", file=out)
+    return True
 
 
 def run_to_end(start: Callable[[], Any], out: TextIO = sys.stdout) -> Any:
-    """The query ``start`` starts, once it ended: started again while its source's Python worker
-    was late (:func:`worker_late`, at most :data:`START_ATTEMPTS` starts in all). Its failure, if
-    any, is raised."""
-    for attempt in range(2, START_ATTEMPTS + 2):
+    """The query ``start`` starts, once it ended, started :func:`again` as often as needed. Its
+    failure, if any, is raised."""
+    for attempt in range(1, START_ATTEMPTS + 1):
         query = start()
-        with contextlib.suppress(Exception):  # read below
+        with contextlib.suppress(Exception):  # read by again(), raised below
             query.awaitTermination()
-        if attempt > START_ATTEMPTS or not worker_late(query.exception()):
+        if not again(query, attempt, out):
             break
-        print(f"faultline: {WORKER_LATE_TEXT} ({attempt} of {START_ATTEMPTS})", file=out)
     query.awaitTermination()
     return query
 

@@ -21,13 +21,7 @@ from streaming.job.metrics import Metrics, Server
 from streaming.job.outage import Watch
 from streaming.job.progress import BatchProgress, Progress, reason
 from streaming.job.publish import Publisher, check_reachable, ensure_decisions_topic
-from streaming.job.query import (
-    QUERY_NAME,
-    START_ATTEMPTS,
-    WORKER_LATE_TEXT,
-    build_query,
-    worker_late,
-)
+from streaming.job.query import QUERY_NAME, START_ATTEMPTS, again, build_query
 from streaming.job.session import has_session, spark_jars, spark_session
 from streaming.job.sink_spark import check_delta
 from streaming.job.sources.simulator import simulator_folder
@@ -194,7 +188,7 @@ def _job(
     query = start()
     try:
         with _interrupts() as interrupted:
-            for attempt in range(2, START_ATTEMPTS + 2):
+            for attempt in range(1, START_ATTEMPTS + 1):
                 while query.isActive:  # the listener prints each batch's line
                     alive.beat()
                     if interrupted.is_set():
@@ -208,9 +202,8 @@ def _job(
                         query.awaitTermination(config.progress_interval / 1000)
                     except Exception:  # the query failed: its reason is read below
                         break
-                if attempt > START_ATTEMPTS or not worker_late(query.exception()):
+                if not again(query, attempt, out):
                     break
-                print(f"faultline: {WORKER_LATE_TEXT} ({attempt} of {START_ATTEMPTS})", file=out)
                 query = start()
         if query.exception() is not None:
             failure = from_failure(query.exception(), (output, checkpoint))
