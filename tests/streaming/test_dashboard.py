@@ -180,7 +180,7 @@ def test_the_page_follows_a_running_job_and_shows_what_the_tables_hold(
 
         ran: list[subprocess.CompletedProcess[str]] = []
         args = ("run", "--scenario", "quick", "--output", str(out), "--checkpoint", str(ck),
-                "--max-records-per-batch", "200",
+                "--max-records-per-batch", "100",
                 "--config", str(CONF_DIR / "rocketmq-only.yaml"))  # fmt: skip
         running = threading.Thread(target=lambda: ran.append(job(*args, cwd=tmp_path)))
         running.start()
