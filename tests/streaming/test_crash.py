@@ -77,8 +77,9 @@ def publisher(kafka: str) -> Iterator[Publisher]:
 
 
 def _run_query(spark: Any, config: JobConfig, publisher: Publisher) -> str | None:
-    """One start of the job on its checkpoint, to the end of the input or to a failure; returns
-    the failure's one-line reason."""
+    """The job's query on its checkpoint, to the end of the input or to a failure (started again
+    only while its source's worker is late, as the job does); returns the failure's one-line
+    reason."""
     output, checkpoint = Path(config.output), Path(config.checkpoint) / QUERY_NAME
     progress, events = Progress(), Path(str(config.path))
     with contextlib.suppress(Exception):  # a failure's reason is in progress.error
