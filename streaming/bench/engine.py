@@ -77,10 +77,11 @@ def _run(
     shards: list[engine.Shard],
     parts: list[dict[str, int]] | None = None,
     clock: counting.Seconds = counting.CPU_TIME,
+    rows: list[dict[str, int]] | None = None,
 ) -> list[list[tuple[float, float, int]]]:
     """Per batch, per shard: (seconds, of which the state's, state bytes); or what ``clock``
     reads instead of seconds. ``parts`` receives the first shard's state by part after each
-    batch (:func:`udfs.engine.footprint`)."""
+    batch (:func:`udfs.engine.footprint`), ``rows`` its rows per table."""
     saved: dict[int, str] = {}
     figures = []
     for events in batches:
@@ -98,6 +99,8 @@ def _run(
             row.append((done - started, loaded - started + done - stepped, len(saved[index])))
             if parts is not None and index == 0:
                 parts.append(engine.footprint(step.state))
+            if rows is not None and index == 0:
+                rows.append({name: len(table) for name, table in step.tables.items()})
         figures.append(row)
     clock.pause()
     return figures

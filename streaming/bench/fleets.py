@@ -14,8 +14,13 @@ Each fleet's events are parsed in batches of ``--batch`` and run through the eng
 key, as :mod:`streaming.bench.engine` does (the least CPU time of ``--runs`` runs; the first
 batch and a last smaller one are left out as not steady; the two fleets take turns, run after
 run, so that a slow minute of the machine falls on both). Prints per fleet its events, its
-steady seconds per batch, events per second and state bytes per batch, then per bad day the
-large fleet's speed per event and state per batch over the small one's.
+steady seconds per batch, events per second, state bytes per batch and decisions per 1,000
+events (rows of ``broker_decisions``, ``routing_decisions`` and ``routing_table``), then per bad
+day the large fleet's speed per event and state per batch over the small one's, and its decisions
+per event over the small one's: each producer learns of each broker's fault alone, so a fleet of
+5,000 producers decides far more often per event than one of 20. That line also gives what each
+decision beyond the small fleet's costs, if those decisions make all the large fleet's extra
+cost, and what each may cost for the large fleet to run at 0.8x the small one's speed per event.
 
     python -m streaming.bench.fleets [--days all | shipped,tenth-down,fiftieth-slow,rolling]
                                      [--batch 50000] [--runs 2] [--small 16x20] [--large 1000x5000]
@@ -32,7 +37,7 @@ import gc
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -40,11 +45,27 @@ from streaming.bench import counting
 from streaming.bench import engine as bench_engine
 from streaming.config import Scenario, engine_config, load_job_config
 from udfs import engine
+from udfs.vocabulary import TableName
 
 DAYS = ("shipped", "tenth-down", "fiftieth-slow", "rolling")
 SENDS_PER_S = 370
 """The fleet's sends per second, whatever its size (fleet-16's 20 producers every 54 ms)."""
 PROFILES = ("rocketmq-4.7", "rocketmq-4.9", "rocketmq-5")
+DECISIONS = (TableName.BROKER_DECISIONS, TableName.ROUTING_DECISIONS, TableName.ROUTING_TABLE)
+"""The tables whose rows are decisions: a change of a broker's availability in a table, a
+retry's queue, a change of a routing table."""
+GOAL = 0.8
+"""The large fleet's speed per event over the small one's that issue 50 asks for."""
+
+
+class Measured(NamedTuple):
+    events: int
+    cost: float
+    """Per steady batch, in the clock's unit."""
+    state: float
+    """Bytes per steady batch."""
+    decisions: float
+    """Rows of :data:`DECISIONS` per steady batch."""
 
 
 def spread(count: int, share: int) -> list[int]:
@@ -127,32 +148,61 @@ def fleet(day: str, brokers: int, producers: int, minutes: int) -> dict[str, Any
 
 def measure(
     scenarios: list[str], batch: int, runs: int, clock: counting.Seconds
-) -> list[tuple[int, float, float]]:
-    """Each scenario's (name or path) events, and its steady seconds (or what ``clock`` reads)
-    and state bytes per batch. The scenarios take turns run after run, so that a slow minute of
-    the machine falls on each, and each batch's time is the least of its ``runs``."""
+) -> list[Measured]:
+    """Each scenario's (name or path) events, and its steady seconds (or what ``clock`` reads),
+    state bytes and decisions per batch. The scenarios take turns run after run, so that a slow
+    minute of the machine falls on each, and each batch's time is the least of its ``runs``."""
     config = engine_config(load_job_config(None, {"source": "files", "path": "."}))
     parsed = [bench_engine._batches(scenario, 1, 1, batch) for scenario in scenarios]
     figures: list[list[Any]] = [[] for _ in scenarios]
+    rows: list[list[dict[str, int]]] = [[] for _ in scenarios]
     gc.collect()
     gc.freeze()  # the parsed batches stay: no collection walks them
     try:
-        for _ in range(runs):
-            for (cluster, batches), runs_of in zip(parsed, figures, strict=True):
+        for run in range(runs):
+            for (cluster, batches), runs_of, rows_of in zip(parsed, figures, rows, strict=True):
                 runs_of.append(
-                    bench_engine._run(cluster, batches, config, [engine.WHOLE], clock=clock)
+                    bench_engine._run(
+                        cluster,
+                        batches,
+                        config,
+                        [engine.WHOLE],
+                        clock=clock,
+                        rows=rows_of if run == 0 else None,
+                    )
                 )
     finally:
         gc.unfreeze()
     measured = []
-    for (_, batches), runs_of in zip(parsed, figures, strict=True):
+    for (_, batches), runs_of, rows_of in zip(parsed, figures, rows, strict=True):
         whole = bench_engine._least(runs_of)
         steady = [b for b in range(1, len(batches)) if len(batches[b]) == len(batches[0])]
         steady = steady or list(range(len(batches)))
-        seconds = sum(whole[b][0][0] for b in steady) / len(steady)
-        state = sum(whole[b][0][2] for b in steady) / len(steady)
-        measured.append((sum(len(b) for b in batches), seconds, state))
+        measured.append(
+            Measured(
+                sum(len(b) for b in batches),
+                sum(whole[b][0][0] for b in steady) / len(steady),
+                sum(whole[b][0][2] for b in steady) / len(steady),
+                sum(rows_of[b].get(t, 0) for b in steady for t in DECISIONS) / len(steady),
+            )
+        )
     return measured
+
+
+def _per_decision(small: Measured, large: Measured, clock: counting.Seconds) -> str:
+    """What the large fleet's decisions beyond the small one's cost each, if they make all of
+    its extra cost, and what each may cost for the large fleet to run at :data:`GOAL` of the
+    small one's speed per event (the same events per batch)."""
+    more = large.decisions - small.decisions
+    ratio = large.decisions / small.decisions if small.decisions else float("inf")
+    said = f"the large fleet makes {ratio:.1f}x the small one's decisions per event"
+    if more <= 0:
+        return f"{said}: its extra cost is not theirs"
+    return (
+        f"{said}; each decision more costs {clock.each((large.cost - small.cost) / more)} "
+        f"if they make all its extra cost, and may cost "
+        f"{clock.each(small.cost * (1 / GOAL - 1) / more)} for {GOAL}x"
+    )
 
 
 def _size(text: str) -> tuple[int, int]:
@@ -195,18 +245,18 @@ def main(argv: list[str] | None = None) -> int:
                 path.write_text(yaml.safe_dump(spec, sort_keys=False))
                 names.append(str(path))
             measured = measure(names, args.batch, args.runs, clock)
-            sizes = (args.small, args.large)
-            for size, (events, seconds, state) in zip(sizes, measured, strict=True):
+            for size, m in zip((args.small, args.large), measured, strict=True):
                 print(
-                    f"  {day:<13} {size:>10}: {events:>8,} events; {clock.span(seconds)}, "
-                    f"{clock.rate(args.batch, seconds):>8}, {state:>12,.0f} B"
+                    f"  {day:<13} {size:>10}: {m.events:>8,} events; {clock.span(m.cost)}, "
+                    f"{clock.rate(args.batch, m.cost):>8}, {m.state:>12,.0f} B, "
+                    f"{m.decisions * 1000 / args.batch:.1f} decisions per 1,000 events"
                 )
-            figures = [(seconds, state) for _, seconds, state in measured]
-            (small_s, small_b), (large_s, large_b) = figures
+            small, large = measured
             print(
-                f"{day}: the large fleet runs at {small_s / large_s:.2f}x the small one's speed "
-                f"per event, and writes {large_b / small_b:.2f}x its state per batch"
+                f"{day}: the large fleet runs at {small.cost / large.cost:.2f}x the small one's "
+                f"speed per event, and writes {large.state / small.state:.2f}x its state per batch"
             )
+            print(f"{day}: {_per_decision(small, large, clock)}")
     return 0
 
 

@@ -63,10 +63,18 @@ def test_the_fleets_bad_days_are_measured_small_against_large(
     expected = []
     for day in ("tenth-down", "rolling"):
         for size in ("8x10", "40x50"):
-            expected.append(rf"  {day} +{size}: +[\d,]+ events; \d+\.\d\d s, +[\d,]+/s, +[\d,]+ B")
+            expected.append(
+                rf"  {day} +{size}: +[\d,]+ events; \d+\.\d\d s, +[\d,]+/s, +[\d,]+ B, "
+                r"\d+\.\d decisions per 1,000 events"
+            )
         expected.append(
             rf"{day}: the large fleet runs at \d+\.\d\dx the small one's speed per event, and "
             r"writes \d+\.\d\dx its state per batch"
+        )
+        expected.append(
+            rf"{day}: the large fleet makes \d+\.\dx the small one's decisions per event; each "
+            r"decision more costs -?\d+\.\d us if they make all its extra cost, and may cost "
+            r"\d+\.\d us for 0\.8x"
         )
     assert len(lines) == 1 + len(expected)
     for line, pattern in zip(lines[1:], expected, strict=True):
