@@ -146,9 +146,7 @@ def fleet(day: str, brokers: int, producers: int, minutes: int) -> dict[str, Any
     }
 
 
-def measure(
-    scenarios: list[str], batch: int, runs: int, clock: counting.Seconds
-) -> list[Measured]:
+def measure(scenarios: list[str], batch: int, runs: int, clock: counting.Seconds) -> list[Measured]:
     """Each scenario's (name or path) events, and its steady seconds (or what ``clock`` reads),
     state bytes and decisions per batch. The scenarios take turns run after run, so that a slow
     minute of the machine falls on each, and each batch's time is the least of its ``runs``."""

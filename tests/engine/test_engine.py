@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 
 from tests.engine.conftest import T0, beat, decisions, route, run, send, table
 from udfs import engine
+from udfs.engine._nameserver import _View
 from udfs.rocketmq import PROFILES, FaultTable
 
 CLUSTER_5 = engine.EngineConfig(scopes=("cluster",))
@@ -239,6 +241,54 @@ def test_every_applied_heartbeat_is_a_row() -> None:
         ("x", 1000),
         ("y", 2000),
     ]  # the repeated one is a duplicate
+
+
+def test_a_late_heartbeat_brings_a_dropped_broker_back() -> None:
+    """x is dropped at the +130 s scan; a heartbeat of it from +129.5 s arrives in the next
+    batch: within the allowed lateness, it brings x back."""
+    first = run(
+        [beat("x1", 1000, "x"), *(beat(f"y{t}", t, "y") for t in (60_000, 135_000))], CLUSTER_5
+    )
+    assert decisions(first) == [("c", "x", "ROUTE_EXPIRED", 130_000, 130_000)]
+    second = run([beat("x2", 129_500, "x"), beat("y2", 140_000, "y")], CLUSTER_5, first.state)
+    assert decisions(second) == [("c", "x", "ROUTE_RESTORED", 129_500, 129_500)]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_heartbeats_applied_at_once_give_what_one_at_a_time_gives(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The heartbeats of a broker that no scan drops in a batch are applied at once
+    (``_View.quiet``): the same rows and state as one at a time, batch after batch, on brokers
+    that beat every few seconds, some with gaps past the timeout, in batches that end before,
+    across and after their scans, some heartbeats after later ones."""
+    rng = random.Random(seed)
+    events, gaps = [], {"a": 30_000, "b": 45_000, "c": 100_000, "d": 200_000}
+    for broker, gap in gaps.items():
+        t = rng.randrange(0, 20_000)
+        while t < 900_000:
+            events.append(beat(f"{broker}{t}", t, broker))
+            t += rng.randrange(gap // 2, gap * 3 // 2)
+    events.sort(key=lambda e: e["event_time"] + rng.randrange(0, 40_000))  # some arrive late
+    cuts = sorted(rng.sample(range(1, len(events)), 6))
+    batches = [events[a:b] for a, b in zip([0, *cuts], [*cuts, len(events)], strict=True)]
+    config = engine.EngineConfig(scopes=("cluster",))
+
+    def replayed() -> tuple[list[dict[str, list[object]]], str]:
+        state, rows = None, []
+        for batch in batches:
+            step = run(batch, config, state)
+            rows.append({name: t.to_pylist() for name, t in sorted(step.tables.items())})
+            state = engine.loads(engine.dumps(step.state))
+        return rows, engine.dumps(state)
+
+    quiet, original = [], _View.quiet
+    monkeypatch.setattr(_View, "quiet", lambda *a: quiet.append(original(*a)) or quiet[-1])
+    at_once = replayed()
+    monkeypatch.setattr(_View, "quiet", lambda view, events, beats, end: np.zeros(len(beats), bool))
+    assert replayed() == at_once
+    applied = np.concatenate(quiet)
+    assert applied.any() and not applied.all()  # some heartbeats were applied at once, some not
 
 
 @pytest.mark.parametrize("retry", [False, True])

@@ -157,6 +157,8 @@ def follow(seg: Segment) -> RouteTimeline:
                 }
             ),
         )
+    beats = np.flatnonzero(beating)
+    ticks = np.setdiff1d(ticks, beats[view.quiet(events, beats, seg.clock_end)])
     row: Any
     columns = ("event_time", "event_id", "kind", "broker_name", "topic", "brokers_json")
     for row in tuples(events, columns, ticks):  # in (event_time, event_id) order
@@ -209,8 +211,37 @@ class _View:
             )
             self._changed(scan, 0, hb.eid, broker=broker)
 
-    def _scan_after(self, heartbeat: int) -> int:
-        """The scan that drops a broker whose last heartbeat was at ``heartbeat``."""
+    def quiet(self, events: pd.DataFrame, beats: np.ndarray, clock_end: int) -> np.ndarray:
+        """Which of the heartbeats at the positions ``beats`` (in order) are of a quiet broker,
+        applied here at once: a broker that no scan up to ``clock_end`` drops and that is not
+        dropped already. Its heartbeats change only its last heartbeat, which is all that is
+        kept, and no scan or route reads more of it. A broker is quiet when each of its
+        heartbeats (the one the state holds first) comes before the scan the one before it would
+        meet, and the clock's end before its last one's."""
+        times = events["event_time"].to_numpy("int64")[beats]
+        codes, names = pd.factorize(objects(events["broker_name"])[beats])
+        order = np.argsort(codes, kind="stable")  # each broker's heartbeats, in time order
+        ordered, times = codes[order], times[order]
+        ends = np.flatnonzero(np.append(ordered[1:] != ordered[:-1], True))  # each one's last
+        following = np.append(times[1:], 0)  # the next heartbeat of the same broker
+        following[ends] = clock_end
+        late = np.bincount(ordered, self._scan_after(times) <= following, len(names)) > 0
+        firsts = times[np.append(0, ends[:-1] + 1)[: len(names)]].tolist()
+        heartbeats, quiet = self.state.heartbeats, ~late
+        for code, (name, first) in enumerate(zip(names, firsts, strict=True)):
+            hb = heartbeats.get(name)
+            if hb is not None and (hb.expired or self._scan_after(hb.last) <= first):
+                quiet[code] = False
+        ids = objects(events["event_id"])[beats][order]
+        for code in np.flatnonzero(quiet).tolist():
+            end = int(ends[code])
+            heartbeats[names[code]] = Heartbeat(int(times[end]), False, ids[end])
+        applied: np.ndarray = quiet[codes]
+        return applied
+
+    def _scan_after(self, heartbeat: Any) -> Any:
+        """The scan that drops a broker whose last heartbeat was at ``heartbeat`` (a time, or
+        an array of times)."""
         interval = self.config.scan_interval_ms
         return ((heartbeat + self.config.heartbeat_timeout_ms) // interval + 1) * interval
 
