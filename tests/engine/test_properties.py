@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -234,6 +235,20 @@ def test_a_routing_tables_digest_is_that_of_its_json(route: list[Any], data: Any
         picked = layout.selectable(isolated)
         queues = picked.items.take(picked.at).to_pylist()
         assert [[q["broker_name"], q["queue_id"]] for q in queues] == selectable
+
+
+@pytest.mark.parametrize(
+    "out", [(), ("a",), ("b",), ("d",), ("a", "b"), ("b", "d"), ("a", "c", "d"), ("a", "b", "d")]
+)
+def test_a_routing_tables_digest_leaves_out_the_isolated_brokers_queues(out: tuple[str]) -> None:
+    """The digest's text is fed around the isolated brokers' queues, wherever they stand: first,
+    last, side by side or apart (c has no write permission: its queues were never in it)."""
+    route = (("a", 2, 6), ("b", 1, 6), ("c", 3, 4), ("d", 2, 6))
+    isolated = tuple((b, 9) for b in out)
+    selectable = [[b, q] for b, w, perm in route if perm & 2 and b not in out for q in range(w)]
+    assert Layout(route).digest(isolated) == engine_state.digest(
+        [selectable, [list(x) for x in isolated]]
+    )
 
 
 def test_a_version_4_checkpoint_resumes_as_if_this_version_had_written_it() -> None:

@@ -106,10 +106,16 @@ class Layout:
         self._last_out: tuple[tuple[tuple[str, int], ...] | None, tuple[str, ...]] = (None, ())
 
     @functools.cached_property
-    def text(self) -> list[tuple[str, str]]:
-        """Each writable broker's queues as JSON text, ``[broker,queue]`` apart by commas."""
+    def text(self) -> tuple[bytes, dict[str, tuple[int, int]]]:
+        """The writable queues as JSON text, ``[broker,queue]`` apart by commas, and where each
+        broker's queues start and end in it (ASCII: ``json.dumps`` escapes the rest)."""
         named = [(b, json.dumps(b), w) for b, w in self._writable]
-        return [(b, ",".join(f"[{name},{q}]" for q in range(w))) for b, name, w in named]
+        parts = [(b, ",".join(f"[{name},{q}]" for q in range(w))) for b, name, w in named]
+        places, at = {}, 0
+        for b, part in parts:
+            places[b] = (at, at + len(part))
+            at += len(part) + 1
+        return ",".join(part for _, part in parts).encode(), places
 
     @functools.cached_property
     def queues(self) -> pa.StructArray:
@@ -142,15 +148,32 @@ class Layout:
             out = self._out(isolated)
             prefix = self._prefixes.get(out)
             if prefix is None:
-                left = frozenset(out)
-                selectable = ",".join(t for b, t in self.text if b not in left)
-                prefix = self._prefixes[out] = text_hasher(f"[[{selectable}],")
+                prefix = self._prefixes[out] = self._selectable_hasher(out)
             hasher = prefix.copy()
             # json.dumps([[broker, until], ...]) in compact form, each broker's JSON made once
             iso = ",".join(f"[{_json(b)},{u}]" for b, u in isolated)
             hasher.update(f"[{iso}]]".encode())
             made = self._digests[isolated] = hasher.hexdigest()
         return made
+
+    def _selectable_hasher(self, out: tuple[str, ...]) -> hashlib.blake2b:
+        """The hash of ``[[selectable],`` without the queues of the brokers ``out``: the route's
+        text fed a stretch at a time around theirs, as the text joined without them would be."""
+        text, places = self.text
+        hasher = text_hasher("[[")
+        at, sep = 0, b""
+        view = memoryview(text)
+        for start, end in sorted(places[b] for b in out):
+            if start > at:
+                hasher.update(sep)
+                hasher.update(view[at : start - 1])  # up to the comma before it
+                sep = b","
+            at = end + 1
+        if at < len(text):
+            hasher.update(sep)
+            hasher.update(view[at:])
+        hasher.update(b"],")
+        return hasher
 
     def selectable(self, isolated: tuple[tuple[str, int], ...]) -> Picked:
         """The routing table's ``selectable`` list with ``isolated`` brokers: the route's
