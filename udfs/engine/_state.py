@@ -351,7 +351,7 @@ def _encode(s: State) -> list[Any]:
         _encode_producers(s.producers),
         _sorted(s.routes),
         {b: [h.last, h.expired, h.eid] for b, h in sorted(s.heartbeats.items())},
-        _sorted(s.published),
+        {key: dict(sorted(topics.items())) for key, topics in sorted(s.published.items())},
         _sorted(s.recorded),
         _sorted(s.schedule),
         {tx: list(vars(h).values()) for tx, h in sorted(s.transactions.items())},
