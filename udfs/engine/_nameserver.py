@@ -218,6 +218,8 @@ class _View:
         kept, and no scan or route reads more of it. A broker is quiet when each of its
         heartbeats (the one the state holds first) comes before the scan the one before it would
         meet, and the clock's end before its last one's."""
+        if not len(beats):
+            return np.zeros(0, bool)
         times = events["event_time"].to_numpy("int64")[beats]
         codes, names = pd.factorize(objects(events["broker_name"])[beats])
         order = np.argsort(codes, kind="stable")  # each broker's heartbeats, in time order
@@ -226,7 +228,7 @@ class _View:
         following = np.append(times[1:], 0)  # the next heartbeat of the same broker
         following[ends] = clock_end
         late = np.bincount(ordered, self._scan_after(times) <= following, len(names)) > 0
-        firsts = times[np.append(0, ends[:-1] + 1)[: len(names)]].tolist()
+        firsts = times[np.append(0, ends[:-1] + 1)].tolist()
         heartbeats, quiet = self.state.heartbeats, ~late
         for code, (name, first) in enumerate(zip(names, firsts, strict=True)):
             hb = heartbeats.get(name)
