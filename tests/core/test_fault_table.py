@@ -10,8 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.core.conftest import P5, P47, P49, FixedRandom
-from udfs.rocketmq import FaultItem, FaultTable, Profile
+from udfs.rocketmq import FaultItem, FaultTable, Profile, _fault
 from udfs.rocketmq._fault import _ConcurrentHashMapOrder
+from udfs.rocketmq._java import string_hash
 
 
 def test_4x_overwrites_so_a_fast_success_clears_an_isolation() -> None:
@@ -191,6 +192,21 @@ def _assert_joined_as_put(names: list[str], split: int) -> None:
         table.report(name, 1, False, 0)
     joined = _ConcurrentHashMapOrder.joined(capacity, before, names[split:])
     assert joined == ([i.name for i in table], table.capacity)
+
+
+def test_the_bins_kept_per_capacity_stay_bounded_and_right(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Broker names come from the events: the cache of their bins forgets what it holds once
+    it holds ``_BINS_KEPT`` names, and a name's bin is the same whether it was kept or not."""
+    monkeypatch.setattr(_fault, "_BINS_KEPT", 8)
+    bins = _fault._bins(1 << 20)  # a capacity no other test uses: its cache starts empty
+    names = [f"broker-{i}" for i in range(20)]
+    first = [bins[n] for n in names]
+    assert 0 < len(bins) <= 8
+    assert [bins[n] for n in reversed(names)] == first[::-1]
+    assert len(bins) <= 8
+    # String.hashCode spread as ConcurrentHashMap.spread, masked by the capacity
+    h = string_hash("broker-0")
+    assert first[0] == ((h ^ ((h & 0xFFFFFFFF) >> 16)) & 0x7FFFFFFF) & ((1 << 20) - 1)
 
 
 def test_a_table_over_another_reads_it_in_place_and_copies_it_on_a_change() -> None:

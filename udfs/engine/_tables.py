@@ -4,6 +4,7 @@ row, not per table), availability decisions, and the per-table views routing dec
 from __future__ import annotations
 
 import itertools
+import operator
 import random
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -91,6 +92,17 @@ def report_rows(
         "profile": np.array(names[0], dtype=object)[coded[0][row]],
         "row": row,
     }
+
+
+_NO_ITEM = Item("", 0, NO_ITEM, True, NO_ITEM, False, "")
+"""What a pair without a FaultItem before the batch starts from."""
+
+_broker = operator.itemgetter(0)
+
+
+def _by_broker(items: list[Item]) -> dict[str, Item]:
+    """A table's items by broker, in the table's order."""
+    return dict(zip(map(_broker, items), items, strict=True))
 
 
 # --- one fault table ------------------------------------------------------------------------------
@@ -243,9 +255,7 @@ class ScopeTables:
         gives each key's profile for this batch."""
         self.scope, self.tstates, self.profiles = scope, tstates, profiles
         key_codes, key_names = rows["key"], list(profiles)  # numbered in the profiles' order
-        self.init: dict[str, dict[str, Item]] = {
-            k: {it.broker: it for it in tstates[k].items} for k in key_names
-        }
+        self.init: dict[str, dict[str, Item]] = {k: _by_broker(tstates[k].items) for k in key_names}
         brokers = rows["broker"]
         broker_codes, broker_names = rows["broker_code"], rows["broker_names"]
         width = max(len(broker_names), 1)
@@ -258,10 +268,8 @@ class ScopeTables:
         )
         self.pairs = [[k, b] for k, b in named]
         # each (key, broker) pair's FaultItem before the batch, looked up once per pair
-        init_items = [self.init[k].get(b) for k, b in self.pairs]
-        updated = np.array(
-            [NO_ITEM if it is None else it.updated_at for it in init_items], dtype=np.int64
-        )[pair]
+        init_items = [self.init[k].get(b, _NO_ITEM) for k, b in self.pairs]
+        updated = np.array([it.updated_at for it in init_items], dtype=np.int64)[pair]
         t = rows["time"]
         fresh = t >= updated
         self.stale = int((~fresh).sum())
@@ -290,15 +298,10 @@ class ScopeTables:
         key_profile = np.array([number[profiles[k].name] for k in key_names], dtype=np.int64)
         self.profile_code = key_profile[key_codes]
         """Each row's profile, numbered as in ``profile_names``."""
-        self.init_start = np.array(
-            [it.start if it is not None else NO_ITEM for it in init_items], dtype=np.int64
-        )
-        self.init_pending = np.array(
-            [it.pending if it is not None else False for it in init_items], dtype=bool
-        )
-        self.init_cause = np.array(
-            [it.cause if it is not None else "" for it in init_items], dtype=object
-        )
+        _, _, start, _, _, pending, cause = list(zip(*init_items, strict=True)) or [()] * 7
+        self.init_start = np.array(start, dtype=np.int64)
+        self.init_pending = np.array(pending, dtype=bool)
+        self.init_cause = np.array(cause, dtype=object)
         self.dur = np.zeros(n, dtype=np.int64)
         self.start = np.zeros(n, dtype=np.int64)
         by_pair = np.lexsort((np.arange(n), self.pair))
@@ -376,7 +379,6 @@ class ScopeTables:
             "dur": self.dur,
             "outcome": self.outcome,
         }
-        fresh_pairs = len(self.pairs)  # removals add pairs after them
         removals = [(k, r) for k, v in self.views.items() for r in v.removals]
         if removals:
             index = {tuple(p): i for i, p in enumerate(self.pairs)}
@@ -422,11 +424,8 @@ class ScopeTables:
         for p, d, at, until, why, cause, o in decisions:
             k, b = self.pairs[p]
             keyed.append(DecisionRow(k, b, d, at, until, why, cause, o))
-        met: dict[str, list[str]] = {}  # each key's brokers with rows, in row order
-        for k, b in self.pairs[:fresh_pairs]:
-            met.setdefault(k, []).append(b)
         for key in self.init:
-            self._store(key, by_key.get(key, {}), clock_end, keyed, met.get(key, []))
+            self._store(key, by_key.get(key, {}), clock_end, keyed)
         return emit(self.scope, cluster, self.profiles.__getitem__, keyed, out)
 
     def _fault_items(self, cluster: str) -> pa.Table:
@@ -475,11 +474,11 @@ class ScopeTables:
         last: dict[str, Item],
         clock_end: int,
         decisions: list[DecisionRow],
-        met: list[str],
     ) -> None:
         """The key's items after the batch, in the table's iteration order; isolations of
-        brokers without updates that ran out on the clock end. ``met``: the brokers of its
-        rows, in row order."""
+        brokers without updates that ran out on the clock end. ``last``: the item each broker
+        of its rows left, in the order of the (key, broker) pairs, which is the order the rows
+        meet them."""
         tstate = self.tstates[key]
         init = self.init[key]
         view = self.views.get(key)
@@ -488,12 +487,12 @@ class ScopeTables:
             tstate.cap = view.order.capacity
             tstate.worst = view.worst
         else:  # no routing decision read it: the brokers it meets for the first time join it
-            names = [it.broker for it in tstate.items]  # where they first appear (as _Table)
-            new = [b for b in met if b not in init]
+            names = list(init)  # where they first appear (as _Table)
+            new = [b for b in last if b not in init]  # no view: no broker left the table
             if new:
                 names, tstate.cap = _ConcurrentHashMapOrder.joined(tstate.cap, names, new)
         if tstate.due is None or tstate.due > clock_end:  # no isolation it kept ran out
-            tstate.items = [last[b] if b in last else init[b] for b in names]
+            tstate.items = list(map((init | last).__getitem__, names))
         else:
             tstate.items = _settle(key, names, last, init, clock_end, decisions)
         tstate.due = _due(tstate.items)
@@ -535,7 +534,7 @@ def expire_idle(key: str, tstate: Table, clock_end: int, decisions: list[Decisio
     """A table without rows this batch: isolations that ran out on the clock end."""
     if tstate.due is None or tstate.due > clock_end:
         return
-    init = {it.broker: it for it in tstate.items}
+    init = _by_broker(tstate.items)
     tstate.items = _settle(key, list(init), {}, init, clock_end, decisions)
     tstate.due = _due(tstate.items)
 

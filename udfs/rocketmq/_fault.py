@@ -69,6 +69,32 @@ class FaultItem(NamedTuple):
         return (not self.is_available(now_ms), self.current_latency, self.start_timestamp)
 
 
+class _Bins(dict[str, int]):
+    """Each name's bin in a ``ConcurrentHashMap`` of one capacity, worked out at its first
+    lookup (``String.hashCode``, spread as ``ConcurrentHashMap.spread`` does): a dict's own
+    lookup, so a sort can take it as its key."""
+
+    def __init__(self, capacity: int) -> None:
+        super().__init__()
+        self.mask = capacity - 1
+
+    def __missing__(self, name: str) -> int:
+        if len(self) >= _BINS_KEPT:
+            self.clear()  # names come from the events: the cache stays bounded whatever they are
+        h = string_hash(name)
+        self[name] = at = ((h ^ ((h & 0xFFFFFFFF) >> 16)) & 0x7FFFFFFF) & self.mask
+        return at
+
+
+_BINS_KEPT = 1 << 16
+"""The names whose bins are kept per capacity."""
+
+
+@functools.lru_cache(maxsize=32)
+def _bins(capacity: int) -> _Bins:
+    return _Bins(capacity)
+
+
 class _ConcurrentHashMapOrder:
     """The iteration order of ``new ConcurrentHashMap<String, FaultItem>(16)``.
 
@@ -88,10 +114,8 @@ class _ConcurrentHashMapOrder:
             self._bins.setdefault(self._bin(name, capacity), []).append(name)
 
     @staticmethod
-    @functools.lru_cache(maxsize=1 << 16)
     def _bin(name: str, capacity: int) -> int:
-        h = string_hash(name)
-        return ((h ^ ((h & 0xFFFFFFFF) >> 16)) & 0x7FFFFFFF) & (capacity - 1)
+        return _bins(capacity)[name]
 
     def add(self, name: str, size_after: int) -> None:
         self._names = None
@@ -107,7 +131,7 @@ class _ConcurrentHashMapOrder:
         if size < capacity - (capacity >> 2):  # no resize: each new name at its bin's tail
             # ``names`` are in bin order already, so a stable sort by bin puts each new name
             # after the names of its bin
-            return sorted(names + new, key=lambda name: cls._bin(name, capacity)), capacity
+            return sorted(names + new, key=_bins(capacity).__getitem__), capacity
         order = cls(capacity, names)
         for at, name in enumerate(new, start=len(names) + 1):
             order.add(name, at)
