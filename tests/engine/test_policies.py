@@ -19,6 +19,7 @@ from streaming.job.sink import decision_messages
 from streaming.sim.simulator import simulate
 from tests.engine.conftest import T0, frame, send
 from udfs import engine
+from udfs.engine import _policies
 from udfs.vocabulary import Decision, ProducerState
 
 CLUSTER_ONLY = engine.EngineConfig(scopes=(engine.CLUSTER,))
@@ -343,3 +344,72 @@ def test_the_policies_add_rows_after_rocketmqs_own_and_change_none_of_them() -> 
         r["decision"] for r in tables["off"]["broker_decisions"]
     }
     assert {"PANIC", "PROBE", "RELEASE"} <= added
+
+
+SIX = {"T": tuple((b, 4, 6) for b in "abcdef")}
+"""Six brokers: the cap (half) lets three be isolated at once."""
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 300),  # ms after the last event
+            st.sampled_from("abcdef"),
+            st.sampled_from(["SEND_OK"] * 6 + ["REMOTING_EXCEPTION", "FLUSH_DISK_TIMEOUT"]),
+            st.sampled_from([5, 5, 12, 12, 150, 700, 4_000]),  # ms: fast, slow to peers, bands
+        ),
+        min_size=1,
+        max_size=120,
+    ),
+    st.integers(1, 6),
+    st.sampled_from([0.25, None]),  # without probation a restored broker shows available
+    st.sampled_from(["rocketmq-4.9", "rocketmq-5"]),  # 4.x: a fast answer ends an isolation
+)
+@example(  # a fast answer ends the isolation at once (4.x), and no probation follows
+    [(0, "a", "REMOTING_EXCEPTION", 5), (100, "a", "SEND_OK", 5)], 1, None, "rocketmq-4.9"
+)
+def test_a_point_judged_by_its_own_brokers_writes_what_the_whole_walk_writes(
+    sends: list[tuple[int, str, str, int]], pieces: int, probe_share: float | None, profile: str
+) -> None:
+    """At most points only the brokers of their changes can want something new
+    (``_Governor._local``): judging those alone must give the rows and the state that judging
+    every broker gives, with every policy on, however the events are cut into batches."""
+    events, t = [], 0
+    for i, (gap, broker, outcome, latency) in enumerate(sends):
+        t += gap
+        events.append(send(f"e{i:03d}", t, broker, outcome=outcome, latency=latency))
+    config = dataclasses.replace(
+        CLUSTER_ONLY,
+        static_routes=SIX,
+        cluster_profile=profile,
+        policies=engine.Policies(
+            isolation_cap=0.5,
+            outlier_factor=3.0,
+            outlier_window_ms=2_000,
+            probe_share=probe_share,
+            probe_max_ms=1_000,
+        ),
+    )
+    cut = len(events) // pieces + 1
+    batches = [events[at : at + cut] for at in range(0, len(events), cut)]
+    judged_alone = _run_with_state(batches, config)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_policies._Governor, "_local", lambda *_: None)
+        assert _run_with_state(batches, config) == judged_alone
+
+
+def _run_with_state(
+    batches: list[list[dict[str, Any]]], config: engine.EngineConfig
+) -> tuple[dict[str, list[Any]], list[str]]:
+    """The rows of every table, and the state after each batch."""
+    state: engine.State | None = None
+    tables: dict[str, list[Any]] = {}
+    states = []
+    for events in batches:
+        step = engine.advance("c", state, frame(events), config)
+        states.append(engine.dumps(step.state))
+        state = engine.loads(states[-1])
+        for name, rows in step.tables.items():
+            tables.setdefault(name, []).extend(rows.to_pylist())
+    return tables, states

@@ -97,6 +97,11 @@ def govern(
     return changes + g.effective
 
 
+def _plain_available(shown: Shown) -> bool:
+    """What no reader needs kept: available, and not because the cap waived an isolation."""
+    return shown.state == ProducerState.AVAILABLE and not shown.waived
+
+
 class _Governor:
     def __init__(self, seg: Segment, routes: RouteTimeline) -> None:
         self.cluster, self.policies, self.routes = seg.cluster, seg.config.policies, routes
@@ -122,6 +127,7 @@ class _Governor:
         if self._ends_only(t, base, close, routes):
             self._move_ends(key, base, routes)
             return
+        local = self._local(key, base, close, routes)
         self.done = key
         before = {c.broker: p.shown.get(c.broker) for c in base}  # the rest: p.shown's
         causes: dict[str, str] = {}
@@ -135,19 +141,26 @@ class _Governor:
                 p.base[c.broker] = Isolated(c.until, c.event_id)
                 p.shown[c.broker] = Shown(ProducerState.ISOLATED, c.until, False)
             causes[c.broker] = c.event_id
-        p.outlier = {b: v for b, v in p.outlier.items() if v.until > t}
-        ended = {b for b, u in p.probe.items() if u <= t}
-        p.probe = {b: u for b, u in p.probe.items() if u > t}
-        if close is not None:
-            self._outliers(t, close)
-        raw = {b: i.until for b, i in p.base.items() if i.until > t}  # as _until, over t
-        for b, i in p.outlier.items():
-            if i.until > raw.get(b, t):
-                raw[b] = i.until
-        for b in raw:
-            p.since.setdefault(b, t)
-        waived = self._cap(key, raw) if self.policies.isolation_cap is not None else {}
-        for b in sorted(self._walk({*causes, *ended}, raw, waived)):
+        walk: set[str]
+        if local is not None:  # only the brokers of its changes can change: they alone are judged
+            raw, waived, walk = local, {}, set(causes)
+            for b in walk & raw.keys():
+                p.since.setdefault(b, t)
+        else:
+            p.outlier = {b: v for b, v in p.outlier.items() if v.until > t}
+            ended = {b for b, u in p.probe.items() if u <= t}
+            p.probe = {b: u for b, u in p.probe.items() if u > t}
+            if close is not None:
+                self._outliers(t, close)
+            raw = {b: i.until for b, i in p.base.items() if i.until > t}  # as _until, over t
+            for b, i in p.outlier.items():
+                if i.until > raw.get(b, t):
+                    raw[b] = i.until
+            for b in raw:
+                p.since.setdefault(b, t)
+            waived = self._cap(key, raw) if self.policies.isolation_cap is not None else {}
+            walk = self._walk({*causes, *ended}, raw, waived)
+        for b in sorted(walk):
             if b in raw and b not in waived:
                 p.probe.pop(b, None)
                 want = Shown(ProducerState.ISOLATED, raw[b], False)
@@ -165,12 +178,51 @@ class _Governor:
                     else Shown(ProducerState.PROBING, probe, False)
                 )
             self._show(b, key, want, causes.get(b), waived.get(b))
-        for b in [b for b in p.since if b not in raw]:
-            del p.since[b]
-        p.shown = {
-            b: s for b, s in p.shown.items() if s.state != ProducerState.AVAILABLE or s.waived
-        }
+        if local is not None:  # what it judged alone can have left the brokers held out
+            for b in walk:
+                if (shown := p.shown.get(b)) is not None and _plain_available(shown):
+                    del p.shown[b]
+        else:
+            for b in [b for b in p.since if b not in raw]:
+                del p.since[b]
+            p.shown = {b: s for b, s in p.shown.items() if not _plain_available(s)}
         self._last = (raw, waived, routes)
+
+    def _local(
+        self, key: Key, base: list[Change], close: dict[str, Any] | None, routes: Any
+    ) -> dict[str, int] | None:
+        """The brokers held out after the point at ``key`` when only the brokers of its changes
+        can want something else than they show, else None. That is so when no window closes,
+        the routes are the last point's, no isolation but of a broker it changes, no outlier
+        window and no probation ends by its time, no change ends before it, and the isolation
+        cap waives no broker, at the last point or with the brokers held out after this one:
+        then every other broker is held out until the same time as at the last point, and its
+        since and shown stay."""
+        last, p, t = self._last, self.p, key[0]
+        if last is None or close is not None or last[2] is not routes or last[1]:
+            return None
+        held, changed = last[0], {c.broker for c in base}
+        ends = [u for b, u in held.items() if b not in changed]  # a change replaces its end
+        ends += [o.until for o in p.outlier.values()]
+        if min(ends, default=t + 1) <= t or min(p.probe.values(), default=t + 1) <= t:
+            return None
+        raw = dict(held)
+        for c in base:
+            until = None if c.decision == Decision.RESTORE else c.until
+            if c.decision != Decision.RESTORE and (until is None or until <= t):
+                return None
+            outlier = p.outlier.get(c.broker)
+            if outlier is not None:  # as at: the FaultTable's end, or its outlier's if later
+                until = max(t if until is None else until, outlier.until)
+            if until is None:
+                raw.pop(c.broker, None)
+            else:
+                raw[c.broker] = until
+        cap = self.policies.isolation_cap
+        room = {} if cap is None else self.routes.room_after(key, cap)
+        if len(raw) > min(room.values(), default=len(raw)):
+            return None  # the cap may waive some broker: every broker is judged
+        return raw
 
     def _walk(self, touched: set[str], raw: dict[str, int], waived: dict[str, str]) -> set[str]:
         """The brokers :meth:`at` must judge: at the segment's first point, every broker held
