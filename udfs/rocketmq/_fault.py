@@ -86,8 +86,9 @@ class _Bins(dict[str, int]):
         return at
 
 
-_BINS_KEPT = 1 << 16
-"""The names whose bins are kept per capacity."""
+_BINS_KEPT = 1 << 14
+"""The names whose bins are kept per capacity (a table of 16,384 brokers or more, far larger
+than any fleet, would work its bins out again)."""
 
 
 @functools.lru_cache(maxsize=32)
