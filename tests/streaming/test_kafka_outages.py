@@ -97,7 +97,8 @@ def test_kafka_unreachable_while_running_is_waited_out_and_nothing_is_lost_or_re
     topic, first = "events-outage", 1200
     with kafka_broker(tmp_path / "kafka") as broker:
         bootstrap = broker.bootstrap
-        producer = Producer({"bootstrap.servers": bootstrap})
+        # idempotent: a plain producer retries the first sends to a new topic behind later ones
+        producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
 
         def publish(part: list[dict[str, Any]]) -> None:
             for e in part:
@@ -176,7 +177,7 @@ def test_a_kafka_away_for_longer_than_the_outage_timeout_stops_the_job(
     up after that long, with one line, and the restart reads on from where it stopped."""
     events = simulate(load_scenario("quick"))
     with kafka_broker(tmp_path / "kafka") as broker:
-        producer = Producer({"bootstrap.servers": broker.bootstrap})
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})
         for e in events:
             producer.produce("events-timeout", json.dumps(e), key=e["cluster"])
         assert producer.flush(30) == 0
