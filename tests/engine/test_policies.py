@@ -33,14 +33,23 @@ def _with(**policies: Any) -> engine.EngineConfig:
 
 
 def _run(batches: list[list[dict[str, Any]]], config: engine.EngineConfig) -> dict[str, list[Any]]:
+    return _run_with_state(batches, config)[0]
+
+
+def _run_with_state(
+    batches: list[list[dict[str, Any]]], config: engine.EngineConfig
+) -> tuple[dict[str, list[Any]], list[str]]:
+    """The rows of every table, and the state after each batch (stored as Spark stores it)."""
     state: engine.State | None = None
     tables: dict[str, list[Any]] = {}
+    states = []
     for events in batches:
         step = engine.advance("c", state, frame(events), config)
-        state = engine.loads(engine.dumps(step.state))  # as Spark stores it
+        states.append(engine.dumps(step.state))
+        state = engine.loads(states[-1])
         for name, rows in step.tables.items():
             tables.setdefault(name, []).extend(rows.to_pylist())
-    return tables
+    return tables, states
 
 
 def _decisions(tables: dict[str, list[Any]]) -> list[tuple[str, str, int, int]]:
@@ -407,19 +416,3 @@ def test_a_point_judged_by_its_own_brokers_writes_what_the_whole_walk_writes(
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_policies._Governor, "_local", lambda *_: None)
         assert _run_with_state(batches, config) == judged_alone
-
-
-def _run_with_state(
-    batches: list[list[dict[str, Any]]], config: engine.EngineConfig
-) -> tuple[dict[str, list[Any]], list[str]]:
-    """The rows of every table, and the state after each batch."""
-    state: engine.State | None = None
-    tables: dict[str, list[Any]] = {}
-    states = []
-    for events in batches:
-        step = engine.advance("c", state, frame(events), config)
-        states.append(engine.dumps(step.state))
-        state = engine.loads(states[-1])
-        for name, rows in step.tables.items():
-            tables.setdefault(name, []).extend(rows.to_pylist())
-    return tables, states

@@ -203,8 +203,8 @@ class _Governor:
             return None
         held, changed = last[0], {c.broker for c in base}
         ends = [u for b, u in held.items() if b not in changed]  # a change replaces its end
-        ends += [o.until for o in p.outlier.values()]
-        if min(ends, default=t + 1) <= t or min(p.probe.values(), default=t + 1) <= t:
+        ends += [*(o.until for o in p.outlier.values()), *p.probe.values()]
+        if min(ends, default=t + 1) <= t:
             return None
         raw = dict(held)
         for c in base:
