@@ -54,12 +54,11 @@ import pyarrow as pa
 
 from udfs._frames import equal, isin, memo, objects, where
 from udfs.engine._admission import (
-    RECORD_COLUMNS,
     admit,
     arrival_order,
     next_steps,
     quarantine,
-    with_defaults,
+    sends_of,
 )
 from udfs.engine._config import (
     CLUSTER,
@@ -94,7 +93,6 @@ from udfs.engine._summaries import expand
 from udfs.engine._tables import Change
 from udfs.engine._transactions import remember_answers, transact
 from udfs.rocketmq import Next
-from udfs.schema import EVENTS
 from udfs.vocabulary import EventKind
 
 __all__ = [
@@ -161,7 +159,6 @@ def _advance(
     if not shard.lead:  # its clock moved with every event: its deadlines fire all the same
         events = _owned(events, shard)
     for part in segments(state, events, config):
-        sends = part.events.loc[part.events["kind"] == EventKind.SEND_RESULT, _SEND_COLUMNS]
         seg = Segment(
             cluster=cluster,
             state=state,
@@ -169,7 +166,7 @@ def _advance(
             shard=shard,
             out=out,
             events=part.events,
-            sends=with_defaults(sends, config),
+            sends=sends_of(part.events, config),
             clock_end=part.clock_end,
             first_event=first if first_batch else None,
         )
@@ -186,16 +183,6 @@ def _owned(events: pd.DataFrame, shard: Shard) -> pd.DataFrame:
     sends = np.flatnonzero(equal(events["kind"], EventKind.SEND_RESULT))
     keep[sends] = shard.mask(objects(events["producer_id"])[sends])
     return events[keep].reset_index(drop=True)
-
-
-_NOT_SENT = frozenset(
-    ("consumer_group", "origin_message_id", "reconsume_times", "status", "max_reconsume_times",
-     "brokers_json", "window_start", "window_end", "first_time", "first_latency_ms",
-     "first_event_id", "latency_max", "queue_index_start", "queue_index_end", "dropped")
-)  # fmt: skip
-_SEND_COLUMNS = [f.name for f in EVENTS if f.name not in _NOT_SENT and f.name not in RECORD_COLUMNS]
-"""What a send carries through the stages: every column of another kind's event left out makes
-each of their filters cheaper."""
 
 
 def _apply(seg: Segment) -> None:
