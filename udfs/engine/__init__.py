@@ -195,8 +195,11 @@ def _apply(seg: Segment) -> None:
     routes = follow(seg)
     if shard.lead:
         record(seg, routes)
-    shared = sends if spent is None else where(sends, ~spent)
-    opened = {s: open_tables(seg, s, shared if s == CLUSTER else mine) for s in seg.scopes}
+    counted = None if spent is None else ~spent  # what the cluster scope counts
+    opened = {
+        s: open_tables(seg, s, sends, counted) if s == CLUSTER else open_tables(seg, s, mine)
+        for s in seg.scopes
+    }
     retries = np.flatnonzero(after == Next.RETRY)
     tables = {s: o.tables for s, o in opened.items() if o.tables is not None}
     decide(seg, retries, tables, routes)
@@ -207,7 +210,7 @@ def _apply(seg: Segment) -> None:
         changes = settle(seg, o)
         if o.scope == CLUSTER:
             key = changes.get(seg.cluster, [])
-            changes[seg.cluster] = govern(seg, o, key, shared, routes)
+            changes[seg.cluster] = govern(seg, o, key, sends, counted, routes)
             if config.policies.fault_aware_release:
                 route = release_router(seg.cluster, o, changes[seg.cluster], routes)
             isolated, cluster_changes = o.isolated(seg.cluster), changes[seg.cluster]

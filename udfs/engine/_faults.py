@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from udfs._frames import codes, distinct, tuples, where
+from udfs._frames import codes, distinct, objects, tuples
 from udfs.engine._config import CLUSTER
 from udfs.engine._segment import EventAt, Segment
 from udfs.engine._state import Item, State, Table
@@ -39,36 +39,42 @@ class Opened:
         return {it.broker: it.start for it in self.items_at_start.get(key, ()) if it.pending}
 
 
-def open_tables(seg: Segment, scope: str, sends: pd.DataFrame) -> Opened:
-    """Compute every FaultItem update of the segment's ``sends`` (those the scope counts) in the
-    scope (the cluster's own table, or each producer's with its latency fault switch on)."""
+def open_tables(
+    seg: Segment, scope: str, sends: pd.DataFrame, counted: np.ndarray | None = None
+) -> Opened:
+    """Compute every FaultItem update of the segment's ``sends`` that the scope counts (where
+    ``counted``, default all; and in the cluster's own table, or each producer's with its latency
+    fault switch on)."""
     cluster, state, config = seg.cluster, seg.state, seg.config
     opened = Opened(scope, None, {k: t.items for k, t in state.tables[scope].items()})
+    counts = np.ones(len(sends), dtype=bool) if counted is None else counted
     if scope == CLUSTER:
         # the cluster's table exists from its first event, so that its routing table is
         # published from the first route on, whichever batch the first send falls in
         _tstate(state, scope, cluster).profile = config.cluster_profile
         followed: str | None = config.cluster_profile
-        chosen = sends
     else:
-        chosen = where(sends, sends["latency_fault_enable"].to_numpy(bool))
+        counts = counts & sends["latency_fault_enable"].to_numpy(bool)
         followed = None  # each producer's own
-        firsts = distinct(chosen["producer_id"], chosen["topic"])
+    at = None if counts.all() else np.flatnonzero(counts)
+    if scope != CLUSTER:
+        firsts = np.arange(len(sends)) if at is None else at
+        firsts = firsts[distinct(*(objects(sends[c])[firsts] for c in ("producer_id", "topic")))]
         columns = ("producer_id", "topic", "event_time", "event_id")
-        for pid, topic, t, eid in tuples(chosen, columns, firsts):
+        for pid, topic, t, eid in tuples(sends, columns, firsts):
             tstate = _tstate(state, scope, str(pid))
             if topic not in tstate.topics:
                 tstate.topics = sorted([*tstate.topics, topic])
                 opened.new_topics.setdefault(str(pid), {})[topic] = EventAt(int(t), str(eid))
-    if len(chosen) == 0:
+    if not counts.any():
         return opened
-    rows = report_rows(chosen, followed, config)
+    rows = report_rows(sends, followed, config, at)
     # each row's scope key, numbered in order of appearance
     if scope == CLUSTER:
         key_codes = np.zeros(len(rows["row"]), dtype=np.int64)
         keys = [cluster] if len(key_codes) else []
     else:
-        producers, names = codes(chosen["producer_id"])  # numbered by Arrow, not by hashing
+        producers, names = codes(sends["producer_id"])  # numbered by Arrow, not by hashing
         key_codes, met = pd.factorize(producers[rows["row"]])  # in the order rows meet them
         keys = [names[i] for i in met.tolist()]
     rows["key"] = key_codes
@@ -83,7 +89,7 @@ def open_tables(seg: Segment, scope: str, sends: pd.DataFrame) -> Opened:
     for key, profile in key_profiles.items():
         tstates[key] = _tstate(state, scope, key)
         tstates[key].profile = profile.name
-    opened.tables = ScopeTables(scope, tstates, key_profiles, rows, chosen)
+    opened.tables = ScopeTables(scope, tstates, key_profiles, rows, sends)
     return opened
 
 

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from udfs._frames import objects
+from udfs._frames import isin, objects
 from udfs.engine._config import Policies
 from udfs.engine._faults import Opened
 from udfs.engine._nameserver import RouteTimeline
@@ -62,10 +62,12 @@ def govern(
     opened: Opened,
     changes: list[Change],
     sends: pd.DataFrame,
+    counted: np.ndarray | None,
     routes: RouteTimeline,
 ) -> list[Change]:
     """Apply the policies to the segment's cluster-scope availability ``changes`` (the
-    FaultTable's) and ``sends``; write their ``broker_decisions`` rows. Returns the availability
+    FaultTable's) and ``sends`` (those ``counted``, default all); write their
+    ``broker_decisions`` rows. Returns the availability
     changes with the policies' own, for the routing table, which starts from the policies'
     view (``opened.isolated_at_start``)."""
     policies, clock_end = seg.config.policies, seg.clock_end
@@ -75,7 +77,7 @@ def govern(
     opened.isolated_at_start[seg.cluster] = {
         b: s.until for b, s in g.p.shown.items() if s.state == ProducerState.ISOLATED
     }
-    closes = _windows(g.p, sends, policies, clock_end) if policies.outlier_factor else {}
+    closes = _windows(g.p, sends, counted, policies, clock_end) if policies.outlier_factor else {}
     # each instant the FaultTable or the routes changed at, as (time, order, event_id): one
     # event's changes are judged together, before the next event's, whatever the batches
     base: dict[Key, list[Change]] = {}
@@ -415,15 +417,20 @@ class _Governor:
 
 
 def _windows(
-    p: PolicyState, sends: pd.DataFrame, policies: Policies, clock_end: int
+    p: PolicyState,
+    sends: pd.DataFrame,
+    counted: np.ndarray | None,
+    policies: Policies,
+    clock_end: int,
 ) -> dict[int, dict[str, Any]]:
-    """Add the segment's answered sends to their windows' per-topic, per-broker (count, latency
-    sum; a send summary's last send counts its messages and their latencies); return the windows
-    that close by ``clock_end``, by their end. The open window is kept
-    in the state; a send to a window that closed already is not counted."""
+    """Add the segment's answered sends (those ``counted``, default all) to their windows'
+    per-topic, per-broker (count, latency sum; a send summary's last send counts its messages
+    and their latencies); return the windows that close by ``clock_end``, by their end. The open
+    window is kept in the state; a send to a window that closed already is not counted."""
     width = policies.outlier_window_ms
     kept = p.window
-    answered = np.flatnonzero(sends["outcome"].isin(_ANSWERED).to_numpy(bool))
+    answers = isin(sends["outcome"], _ANSWERED)
+    answered = np.flatnonzero(answers if counted is None else answers & counted)
     w = sends["event_time"].to_numpy(np.int64)[answered] // width
     n = sends["messages"].fillna(1).to_numpy(np.int64)[answered]
     latency = sends["latency_total"].fillna(sends["latency_ms"]).to_numpy(np.int64)[answered]

@@ -43,20 +43,28 @@ def _report_flags(profile: Profile, outcome: str, mode: str) -> tuple[tuple[int,
 
 
 def report_rows(
-    sends: pd.DataFrame, profile: str | None, config: EngineConfig
+    sends: pd.DataFrame, profile: str | None, config: EngineConfig, at: np.ndarray | None = None
 ) -> dict[str, np.ndarray]:
-    """One row per updateFaultItem call, as columns, sorted by (time, event_id, phase): ``sends``
-    are admitted events, in that order already (:func:`udfs.engine._admission.admit`). Each send
-    follows ``profile``, or its own ``client_profile`` with None. ``row`` is the send's position
-    in ``sends``; ``broker_code`` numbers each row's broker as in ``broker_names``."""
-    times = sends["event_time"].to_numpy(np.int64)
+    """One row per updateFaultItem call, as columns, sorted by (time, event_id, phase), for the
+    sends at the positions ``at`` (default: all): ``sends`` are admitted events, in that order
+    already (:func:`udfs.engine._admission.admit`). Each send follows ``profile``, or its own
+    ``client_profile`` with None. ``row`` is the send's position in ``sends``; ``broker_code``
+    numbers each row's broker as in ``broker_names``. Taking the positions of a few columns
+    costs far less than a copy of the frame with the sends counted."""
+    chosen = np.arange(len(sends)) if at is None else at
+
+    def numbered(column: str) -> tuple[np.ndarray, list[Any]]:
+        values = pa.array(sends[column], from_pandas=True)
+        return codes(values if at is None else values.take(at))
+
+    times = sends["event_time"].to_numpy(np.int64)[chosen]
     assert (np.diff(times) >= 0).all(), "sends in event-time order"
     if profile is None:
-        profiles = codes(sends["client_profile"])
+        profiles = numbered("client_profile")
     else:
-        profiles = (np.zeros(len(sends), dtype=np.int64), [profile])
-    outcomes, modes = codes(sends["outcome"]), codes(sends["mode"])
-    brokers, broker_names = codes(sends["broker_name"])
+        profiles = (np.zeros(len(chosen), dtype=np.int64), [profile])
+    outcomes, modes = numbered("outcome"), numbered("mode")
+    brokers, broker_names = numbered("broker_name")
     coded = (profiles[0], outcomes[0], modes[0])
     names = (profiles[1], outcomes[1], modes[1])
     width = np.array([len(n) for n in names], dtype=np.int64)
@@ -72,24 +80,25 @@ def report_rows(
     counts = np.array([len(f) for f in flags], dtype=np.int64)[combo]
     first = np.concatenate([[0], np.cumsum([len(f) for f in flags])])
     table = np.array([x for f in flags for x in f], dtype=np.int64).reshape(-1, 3)
-    row = np.repeat(np.arange(len(sends)), counts)
-    nth = np.arange(len(row)) - np.repeat(np.cumsum(counts) - counts, counts)
-    phase, isolation, reachable = table[first[combo[row]] + nth].T
+    nth = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+    coded_row = np.repeat(np.arange(len(chosen)), counts)
+    row = chosen[coded_row]
+    phase, isolation, reachable = table[first[combo[coded_row]] + nth].T
     # the dispatch report is applied at the event's own time, just before its result: one
     # stamped earlier than its event could land behind updates written in an earlier batch, and
     # the tables would then depend on where batches are cut
     return {
-        "time": times[row],
+        "time": times[coded_row],
         "event_id": objects(sends["event_id"])[row],
         "phase": phase.astype(np.int8),
         "broker": objects(sends["broker_name"])[row],
-        "broker_code": brokers[row],
+        "broker_code": brokers[coded_row],
         "broker_names": np.array(broker_names, dtype=object),  # each broker_code's name
         "latency": np.where(phase == 0, 0, sends["latency_ms"].to_numpy(np.int64)[row]),
         "isolation": isolation.astype(bool),
         "reachable": reachable.astype(bool),
-        "outcome": np.array(names[1], dtype=object)[coded[1][row]],
-        "profile": np.array(names[0], dtype=object)[coded[0][row]],
+        "outcome": np.array(names[1], dtype=object)[coded[1][coded_row]],
+        "profile": np.array(names[0], dtype=object)[coded[0][coded_row]],
         "row": row,
     }
 
