@@ -36,6 +36,8 @@ def _column(column: pd.Series, rows: np.ndarray | None) -> list[Any]:
     values: list[Any]
     if rows is None:
         values = column.tolist()
+    elif (made := _made(column)) is not None:  # texts another stage made already
+        values = made[rows].tolist()
     elif isinstance(column.dtype, pd.StringDtype):  # Arrow's texts: taken by Arrow itself
         taken = pa.array(column.array).take(rows)
         values = taken.to_pylist()
@@ -57,8 +59,14 @@ def isin(column: pd.Series, values: Collection[str]) -> np.ndarray:
 
 
 def equal(column: pd.Series, value: str) -> np.ndarray:
-    """Which of the column's texts are ``value`` (as :func:`isin`)."""
-    return isin(column, (value,))
+    """Which of the column's texts are ``value`` (as :func:`isin`; a comparison costs half a
+    lookup in a set)."""
+    if not isinstance(column.dtype, pd.StringDtype):
+        return isin(column, (value,))
+    found = pc.equal(column.array.__arrow_array__(), value)
+    if found.null_count:
+        found = found.fill_null(False)
+    return np.asarray(found.to_numpy(zero_copy_only=False), dtype=bool)
 
 
 _MEMOS: list[dict[int, tuple[pa.ChunkedArray, np.ndarray]]] = []
@@ -82,13 +90,21 @@ def objects(column: pd.Series) -> np.ndarray:
     read-only."""
     if not _MEMOS or not isinstance(column.dtype, pd.StringDtype):
         return column.to_numpy(object)
-    held = column.array.__arrow_array__()
-    made = _MEMOS[-1].get(id(held))  # the column is held beside it: its id is not reused
+    made = _made(column)
     if made is None:
-        values = column.to_numpy(object)
-        values.flags.writeable = False
-        made = _MEMOS[-1][id(held)] = (held, values)
-    return made[1]
+        held = column.array.__arrow_array__()
+        made = column.to_numpy(object)
+        made.flags.writeable = False
+        _MEMOS[-1][id(held)] = (held, made)  # held beside it: its id is not reused
+    return made
+
+
+def _made(column: pd.Series) -> np.ndarray | None:
+    """The texts :func:`objects` made of an Arrow column within the open :func:`memo`, if any."""
+    if not _MEMOS or not isinstance(column.dtype, pd.StringDtype):
+        return None
+    made = _MEMOS[-1].get(id(column.array.__arrow_array__()))
+    return None if made is None else made[1]
 
 
 def where(frame: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
