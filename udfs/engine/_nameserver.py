@@ -64,6 +64,9 @@ class RouteTimeline:
     _writable: dict[int, dict[str, frozenset[str]]] = field(
         default_factory=dict, init=False, repr=False
     )
+    _writable_route: dict[int, tuple[Route, frozenset[str]]] = field(
+        default_factory=dict, init=False, repr=False
+    )
     _serving: dict[int, dict[str, tuple[str, ...]]] = field(
         default_factory=dict, init=False, repr=False
     )
@@ -99,12 +102,19 @@ class RouteTimeline:
         routes = self.after(key)
         found = self._writable.get(id(routes))
         if found is None:
-            found = {
-                tp: frozenset(b for b, w, perm in route if perm & 2 and w > 0)
-                for tp, route in routes.items()
+            found = self._writable[id(routes)] = {
+                tp: self._writable_of(route) for tp, route in routes.items()
             }
-            self._writable[id(routes)] = found
         return found
+
+    def _writable_of(self, route: Route) -> frozenset[str]:
+        """A route's writable brokers, worked out once per route: a change of the routes makes
+        a new route for the topics it changes alone (:func:`follow`)."""
+        made = self._writable_route.get(id(route))
+        if made is None:
+            brokers = frozenset(b for b, w, perm in route if perm & 2 and w > 0)
+            made = self._writable_route[id(route)] = (route, brokers)  # the route kept: its id
+        return made[1]
 
     def serving_after(self, key: tuple[int, int, str]) -> dict[str, tuple[str, ...]]:
         """Each broker's topics of :meth:`writable_after` ``key``, in that mapping's order."""

@@ -307,10 +307,10 @@ class _Governor:
         has room."""
         cap = self.policies.isolation_cap
         assert cap is not None
-        topics, serving = self.routes.writable_after(key), self.routes.serving_after(key)
         room = self.routes.room_after(key, cap)
         if len(raw) <= min(room.values(), default=len(raw)):
             return {}  # no topic can be full before a broker of it is judged: none is waived
+        topics, serving = self.routes.writable_after(key), self.routes.serving_after(key)
         used = dict.fromkeys(topics, 0)
         waived = {}
 

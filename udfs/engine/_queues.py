@@ -87,6 +87,14 @@ _json = functools.lru_cache(maxsize=1 << 16)(json.dumps)
 """A broker name's JSON text."""
 
 
+@functools.lru_cache(maxsize=1 << 14)
+def _queues_text(broker: str, writable: int) -> str:
+    """A broker's ``writable`` queues as JSON text, ``[broker,queue]`` apart by commas: made once
+    per broker, however many routes (one per change of the routes) list it."""
+    name = json.dumps(broker)
+    return ",".join(f"[{name},{q}]" for q in range(writable))
+
+
 class Layout:
     """A route's queues: each broker's place, its writable queues as JSON text (for the digest)
     and as Arrow rows (for the table). Its routing tables are worked out once per set of
@@ -109,8 +117,7 @@ class Layout:
     def text(self) -> tuple[bytes, dict[str, tuple[int, int]]]:
         """The writable queues as JSON text, ``[broker,queue]`` apart by commas, and where each
         broker's queues start and end in it (ASCII: ``json.dumps`` escapes the rest)."""
-        named = [(b, json.dumps(b), w) for b, w in self._writable]
-        parts = [(b, ",".join(f"[{name},{q}]" for q in range(w))) for b, name, w in named]
+        parts = [(b, _queues_text(b, w)) for b, w in self._writable]
         places, at = {}, 0
         for b, part in parts:
             places[b] = (at, at + len(part))
