@@ -28,6 +28,7 @@ isolations and probations end when the clock reaches them, whatever the batches.
 from __future__ import annotations
 
 import bisect
+import itertools
 import zlib
 from collections.abc import Callable
 from typing import Any
@@ -448,14 +449,21 @@ def _windows(
     slots, at = np.unique((w - low) * wide + topic * across + broker, return_inverse=True)
     sums = np.zeros((len(slots), 2), dtype=np.int64)
     np.add.at(sums, at, np.stack([n[counted], latency[counted]], axis=1))
-    topic_names, broker_names = topics.tolist(), brokers.tolist()
-    for slot, (count, total) in zip(slots.tolist(), sums.tolist(), strict=True):
-        at_topic = windows.setdefault(low + slot // wide, {}).setdefault(
-            topic_names[slot % wide // across], {}
-        )
-        pair = at_topic.setdefault(broker_names[slot % across], [0, 0])
-        pair[0] += count
-        pair[1] += total
+    # the slots a (window, topic) at a time: a new topic's sums made at once, others added to
+    names, pairs = np.asarray(brokers, dtype=object)[slots % across], sums.tolist()
+    groups = slots // across
+    bounds = [0, *(np.flatnonzero(groups[1:] != groups[:-1]) + 1).tolist(), len(slots)]
+    for a, b in itertools.pairwise(bounds if len(slots) else ()):
+        window = windows.setdefault(low + int(slots[a]) // wide, {})
+        topic_name = topics[int(slots[a]) % wide // across]
+        at_topic = window.get(topic_name)
+        if at_topic is None:
+            window[topic_name] = dict(zip(names[a:b].tolist(), pairs[a:b], strict=True))
+            continue
+        for name, (count, total) in zip(names[a:b].tolist(), pairs[a:b], strict=True):
+            pair = at_topic.setdefault(name, [0, 0])
+            pair[0] += count
+            pair[1] += total
     first_open = clock_end // width
     p.window = Window(first_open, windows.pop(first_open, {}))
     return {(w + 1) * width: stats for w, stats in sorted(windows.items()) if w < first_open}
