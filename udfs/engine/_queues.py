@@ -87,6 +87,12 @@ _json = functools.lru_cache(maxsize=1 << 16)(json.dumps)
 """A broker name's JSON text."""
 
 
+def isolated_json(isolated: tuple[tuple[str, int], ...]) -> str:
+    """``json.dumps`` of ``[[broker, until], ...]`` in compact form, each broker's JSON made
+    once."""
+    return "[" + ",".join(f"[{_json(b)},{u}]" for b, u in isolated) + "]"
+
+
 @functools.lru_cache(maxsize=1 << 14)
 def _queues_text(broker: str, writable: int) -> str:
     """A broker's ``writable`` queues as JSON text, ``[broker,queue]`` apart by commas: made once
@@ -157,9 +163,7 @@ class Layout:
             if prefix is None:
                 prefix = self._prefixes[out] = self._selectable_hasher(out)
             hasher = prefix.copy()
-            # json.dumps([[broker, until], ...]) in compact form, each broker's JSON made once
-            iso = ",".join(f"[{_json(b)},{u}]" for b, u in isolated)
-            hasher.update(f"[{iso}]]".encode())
+            hasher.update(f"{isolated_json(isolated)}]".encode())
             made = self._digests[isolated] = hasher.hexdigest()
         return made
 

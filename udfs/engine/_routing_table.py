@@ -21,9 +21,9 @@ from typing import Any
 from udfs.engine._config import CLUSTER
 from udfs.engine._faults import Opened
 from udfs.engine._nameserver import RouteTimeline
-from udfs.engine._queues import Layout
+from udfs.engine._queues import Layout, isolated_json
 from udfs.engine._segment import Segment
-from udfs.engine._state import LEGACY, digest
+from udfs.engine._state import LEGACY, text_digest
 from udfs.engine._tables import Change
 from udfs.vocabulary import Decision, TableName
 
@@ -175,8 +175,9 @@ def _move(entries: list[tuple[int, str, int]], at: int, broker: str, until: int 
 
 
 def _isolating(isolated: tuple[tuple[str, int], ...]) -> str:
-    """What a ``producer`` scope row stands for: the brokers it isolates, whatever the route."""
-    return digest([list(x) for x in isolated])
+    """What a ``producer`` scope row stands for: the brokers it isolates, whatever the route
+    (:func:`~udfs.engine._state.digest` of ``[[broker, until], ...]``)."""
+    return text_digest(isolated_json(isolated))
 
 
 def record(seg: Segment, routes: RouteTimeline) -> None:
