@@ -104,9 +104,7 @@ def spent_budget(state: State, sends: pd.DataFrame, config: EngineConfig) -> np.
     redelivered = sends["redelivery_count"].fillna(0).to_numpy().astype(np.int64)
 
     def key(i: int) -> Any:
-        """A message's send: its id and redelivery (NaN without an id, as pandas made it)."""
-        m = messages[i]
-        return f"{m}|{redelivered[i]}" if isinstance(m, str) else np.nan
+        return _send_key(messages[i], redelivered[i])
 
     known = state.producers
     if len(failed):
@@ -126,9 +124,21 @@ def spent_budget(state: State, sends: pd.DataFrame, config: EngineConfig) -> np.
         with np.errstate(invalid="ignore"):
             spent = (left < config.send_msg_timeout_ms) & (latency[failed] >= left)
         out[failed] = spent
-    for i in firsts[distinct(producers[firsts], keep="last")].tolist():
-        known[pids[i]].send = FirstAttempt(key(i), int(start[i]))  # its latest first attempt
+    latest = firsts[distinct(producers[firsts], keep="last")]  # each one's latest first attempt
+    for pid, m, r, t in zip(
+        pids[latest].tolist(),
+        messages[latest].tolist(),
+        redelivered[latest].tolist(),
+        start[latest].tolist(),
+        strict=True,
+    ):
+        known[pid].send = FirstAttempt(_send_key(m, r), t)
     return out
+
+
+def _send_key(message_id: Any, redelivery: int) -> Any:
+    """A message's send: its id and redelivery (NaN without an id, as pandas made it)."""
+    return f"{message_id}|{redelivery}" if isinstance(message_id, str) else np.nan
 
 
 RETURNED = tuple(o.value for o in Outcome if o.returned)
