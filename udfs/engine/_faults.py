@@ -42,9 +42,9 @@ class Opened:
 def open_tables(
     seg: Segment, scope: str, sends: pd.DataFrame, counted: np.ndarray | None = None
 ) -> Opened:
-    """Compute every FaultItem update of the segment's ``sends`` that the scope counts (where
-    ``counted``, default all; and in the cluster's own table, or each producer's with its latency
-    fault switch on)."""
+    """Compute every FaultItem update of the segment's ``sends`` that the scope counts: those
+    ``counted`` (default: all), in the cluster's own table or in each producer's with its latency
+    fault switch on. The tables read the sends at their positions, not a copy of those counted."""
     cluster, state, config = seg.cluster, seg.state, seg.config
     opened = Opened(scope, None, {k: t.items for k, t in state.tables[scope].items()})
     counts = np.ones(len(sends), dtype=bool) if counted is None else counted

@@ -81,24 +81,24 @@ def report_rows(
     first = np.concatenate([[0], np.cumsum([len(f) for f in flags])])
     table = np.array([x for f in flags for x in f], dtype=np.int64).reshape(-1, 3)
     nth = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
-    coded_row = np.repeat(np.arange(len(chosen)), counts)
-    row = chosen[coded_row]
-    phase, isolation, reachable = table[first[combo[coded_row]] + nth].T
+    among = np.repeat(np.arange(len(chosen)), counts)  # each row's send, among those at ``at``
+    row = chosen[among]
+    phase, isolation, reachable = table[first[combo[among]] + nth].T
     # the dispatch report is applied at the event's own time, just before its result: one
     # stamped earlier than its event could land behind updates written in an earlier batch, and
     # the tables would then depend on where batches are cut
     return {
-        "time": times[coded_row],
+        "time": times[among],
         "event_id": objects(sends["event_id"])[row],
         "phase": phase.astype(np.int8),
         "broker": objects(sends["broker_name"])[row],
-        "broker_code": brokers[coded_row],
+        "broker_code": brokers[among],
         "broker_names": np.array(broker_names, dtype=object),  # each broker_code's name
         "latency": np.where(phase == 0, 0, sends["latency_ms"].to_numpy(np.int64)[row]),
         "isolation": isolation.astype(bool),
         "reachable": reachable.astype(bool),
-        "outcome": np.array(names[1], dtype=object)[coded[1][coded_row]],
-        "profile": np.array(names[0], dtype=object)[coded[0][coded_row]],
+        "outcome": np.array(names[1], dtype=object)[coded[1][among]],
+        "profile": np.array(names[0], dtype=object)[coded[0][among]],
         "row": row,
     }
 
