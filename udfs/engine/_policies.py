@@ -68,9 +68,8 @@ def govern(
 ) -> list[Change]:
     """Apply the policies to the segment's cluster-scope availability ``changes`` (the
     FaultTable's) and ``sends`` (those ``counted``, default all); write their
-    ``broker_decisions`` rows. Returns the availability
-    changes with the policies' own, for the routing table, which starts from the policies'
-    view (``opened.isolated_at_start``)."""
+    ``broker_decisions`` rows. Returns the availability changes with the policies' own, for the
+    routing table, which starts from the policies' view (``opened.isolated_at_start``)."""
     policies, clock_end = seg.config.policies, seg.clock_end
     if not policies.decisions:
         return changes
@@ -437,18 +436,18 @@ def _windows(
     latency = sends["latency_total"].fillna(sends["latency_ms"]).to_numpy(np.int64)[answered]
     topic, topics = pd.factorize(objects(sends["topic"])[answered], sort=True)
     broker, brokers = pd.factorize(objects(sends["broker_name"])[answered], sort=True)
-    counted = (topic >= 0) & (broker >= 0)
+    summed = (topic >= 0) & (broker >= 0)
     windows: dict[int, dict[str, Any]] = {}
     if kept is not None:
-        counted &= w >= kept.index
+        summed &= w >= kept.index
         windows[kept.index] = kept.sums
     # the sums per (window, topic, broker), in that order
-    w, topic, broker = w[counted], topic[counted], broker[counted]
+    w, topic, broker = w[summed], topic[summed], broker[summed]
     low, across = (int(w.min()) if len(w) else 0), len(brokers)
     wide = len(topics) * across
     slots, at = np.unique((w - low) * wide + topic * across + broker, return_inverse=True)
     sums = np.zeros((len(slots), 2), dtype=np.int64)
-    np.add.at(sums, at, np.stack([n[counted], latency[counted]], axis=1))
+    np.add.at(sums, at, np.stack([n[summed], latency[summed]], axis=1))
     # the slots a (window, topic) at a time: a new topic's sums made at once, others added to
     names, pairs = np.asarray(brokers, dtype=object)[slots % across], sums.tolist()
     groups = slots // across

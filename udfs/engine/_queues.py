@@ -97,7 +97,7 @@ def isolated_json(isolated: tuple[tuple[str, int], ...]) -> str:
 def _queues_text(broker: str, writable: int) -> str:
     """A broker's ``writable`` queues as JSON text, ``[broker,queue]`` apart by commas: made once
     per broker, however many routes (one per change of the routes) list it."""
-    name = json.dumps(broker)
+    name = _json(broker)
     return ",".join(f"[{name},{q}]" for q in range(writable))
 
 
