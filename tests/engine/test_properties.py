@@ -16,8 +16,10 @@ from hypothesis import strategies as st
 from streaming.config import load_scenario
 from streaming.sim.simulator import simulate
 from tests.engine.conftest import frame
+from tests.engine.legacy_state import version_6
 from udfs import engine
 from udfs.engine import _state as engine_state
+from udfs.engine._config import NO_ITEM
 from udfs.engine._queues import Layout
 from udfs.rocketmq import PROFILES, FaultTable, not_available_duration
 from udfs.rocketmq._vector import not_available_durations, start_timestamps
@@ -204,6 +206,54 @@ def test_a_version_2_checkpoint_resumes_as_if_this_version_had_written_it() -> N
         assert after_v2.tables[name].equals(rows), name
 
 
+def test_a_version_6_checkpoint_resumes_as_if_this_version_had_written_it() -> None:
+    """``quick-900-v6.txt`` is the state faultline wrote (state version 6: each FaultItem's update
+    time as it was, the publish infos as rows) after the quick scenario's first 900 events with
+    every policy on. Read now, the rest of the scenario gives exactly the rows a run from the
+    start gives; and ``legacy_state`` writes that text to the byte, so the tests that make
+    older states with it make what that version wrote."""
+    config = engine.EngineConfig(
+        policies=engine.Policies(isolation_cap=0.5, outlier_factor=3.0, probe_share=0.1)
+    )
+    rows = [{**e, "cluster": "c"} for e in simulate(load_scenario("quick"))]
+    text = (DATA / "quick-900-v6.txt").read_text().strip()
+    assert text.startswith("6:")
+    converted = engine.loads(text)
+    assert version_6(converted) == text
+    ours = engine.advance("c", None, frame(rows[:900]), config).state
+    rest = frame(rows[900:])
+    resumed = engine.advance("c", converted, rest, config)
+    whole = engine.advance("c", engine.loads(engine.dumps(ours)), rest, config)
+    assert resumed.tables.keys() == whole.tables.keys()
+    for name, got in whole.tables.items():
+        assert resumed.tables[name].equals(got), name
+
+
+def test_an_update_time_older_than_any_event_admitted_is_forgotten() -> None:
+    """A FaultItem's update time only tells a later update that is older from a newer one. Once
+    it is before the oldest event still admitted (the clock less the allowed lateness), the
+    stored state keeps it no more: it reads back as older than any event, its isolation's end
+    and cause unchanged. A late event within the lateness still meets the times it must."""
+    lateness = 640_000  # quick's FaultItems were last updated 630 to 660 s before its clock
+    config = engine.EngineConfig(allowed_lateness_ms=lateness)
+    first = engine.advance("c", None, frame(ROWS), config).state
+    clock = first.clock
+    assert clock is not None and first.seen.horizon == clock - lateness
+    state = engine.loads(engine.dumps(first))
+    for scope, tables in first.tables.items():
+        for key, table in tables.items():
+            for was, now in zip(table.items, state.tables[scope][key].items, strict=True):
+                forgotten = was.updated_at < clock - lateness
+                assert now.updated_at == (NO_ITEM if forgotten else was.updated_at)
+                assert (now.broker, now.latency, now.start, now.pending) == (
+                    was.broker, was.latency, was.start, was.pending
+                )  # fmt: skip
+                assert now.cause == (was.cause if was.start > was.updated_at else "")
+    items = [it for tables in state.tables.values() for t in tables.values() for it in t.items]
+    assert any(it.updated_at == NO_ITEM for it in items)
+    assert any(it.updated_at != NO_ITEM for it in items)
+
+
 @settings(max_examples=50, deadline=None)
 @given(
     st.lists(
@@ -264,7 +314,7 @@ def test_a_version_4_checkpoint_resumes_as_if_this_version_had_written_it() -> N
     old = json.loads(text)
     converted = engine.loads(text)
     ours = engine.advance("c", None, frame(rows[:900]), config).state
-    assert old["v"] == 4 and engine.STATE_VERSION == 6
+    assert old["v"] == 4 and engine.STATE_VERSION == 7
     # each part by name, as version 4 kept it by position
     assert converted.policies.outlier["broker-b"].until == old["policies"]["outlier"]["broker-b"][0]
     assert converted.policies.shown["broker-b"].state == "ISOLATED"

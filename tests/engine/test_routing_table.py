@@ -19,6 +19,7 @@ from streaming.sim.simulator import simulate
 from streaming.tools.routing_tables import RoutingTableError, whole
 from tests.engine.conftest import T0, beat, frame, route, run, send
 from tests.engine.legacy_routing_table import Legacy, beside
+from tests.engine.legacy_state import version_6
 from udfs import engine
 from udfs.parse import parse
 from udfs.schema import TABLES
@@ -258,11 +259,8 @@ def test_a_state_of_version_5_resumes_with_the_whole_tables_it_published(
     rest = _parsed([taken_in, *events[cut:]])
     ours = engine.advance(cluster, engine.loads(engine.dumps(first)), rest, config)
     old = dataclasses.replace(first, published=published)
-    text = engine.dumps(old)
-    version = f"{engine.STATE_VERSION}:"
-    assert text.startswith(version)
-    resumed = engine.advance(cluster, engine.loads(text.replace(version, "5:", 1)), rest, config)
+    resumed = engine.advance(cluster, engine.loads(version_6(old, version=5)), rest, config)
     for name, table in ours.tables.items():
         assert resumed.tables[name].equals(table), name
-    unmarked = engine.advance(cluster, engine.loads(text), rest, config)
+    unmarked = engine.advance(cluster, engine.loads(version_6(old)), rest, config)
     assert unmarked.tables["routing_table"].num_rows > ours.tables["routing_table"].num_rows

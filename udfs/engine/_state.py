@@ -4,7 +4,7 @@ holds), the codec Spark stores it with, and the migrations from older versions.
 Every part of the state is declared here, with its fields named; the stages read and change
 these objects and add no keys of their own. The codec writes each object as the list of its
 fields in declaration order (``msgpack``), compresses the whole with zstd and stores it as
-base64 text, since Spark's state column is a string: ``5:<raw length>:<base64>``. The ids of the
+base64 text, since Spark's state column is a string: ``7:<raw length>:<base64>``. The ids of the
 events within the allowed lateness, most of a busy cluster's state, are 64-bit hashes in NumPy
 arrays (:class:`Seen`). Versions 1 to 4 were JSON documents; :func:`loads` converts them.
 """
@@ -25,13 +25,14 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from udfs.engine._config import CLUSTER, PRODUCER, Route
+from udfs.engine._config import CLUSTER, NO_ITEM, PRODUCER, Route
 from udfs.rocketmq import TopicPublishInfo
 from udfs.schedule import Waiting
 
-STATE_VERSION = 6
-"""Version 6 marks the producer-scope digests of the states it reads from older versions
-(:data:`LEGACY`); its texts are version 5's otherwise."""
+STATE_VERSION = 7
+"""Version 7 keeps a FaultItem's update time as its age, and forgets it once no event that old
+is admitted (:func:`_encode_tables`); version 6 marks the producer-scope digests of the states
+it reads from older versions (:data:`LEGACY`), and its texts are version 5's otherwise."""
 
 LEGACY = "~"
 """Before a producer-scope digest of ``published``: one kept by a state of version 5 or older,
@@ -199,6 +200,9 @@ class Seen:
     """How many ids each of them holds."""
     hashes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
     """The ids' hashes, second by second."""
+    horizon: int | None = None
+    """The oldest event time admitted when they were last remembered (the clock less the
+    allowed lateness): nothing older is applied again."""
 
     def __len__(self) -> int:
         return len(self.hashes)
@@ -223,7 +227,7 @@ class Seen:
         ids = np.concatenate([self.hashes[np.repeat(keep, self.counts)], hashes[fresh]])
         order = np.argsort(seconds, kind="stable")
         unique, counts = np.unique(seconds[order], return_counts=True)
-        return Seen(unique.astype(np.int64), counts.astype(np.int64), ids[order])
+        return Seen(unique.astype(np.int64), counts.astype(np.int64), ids[order], horizon)
 
 
 HASH_KEY = "0123456789123456"
@@ -310,14 +314,15 @@ def loads(text: str) -> State:
     if text.startswith("{"):
         return _from_json(json.loads(text))
     version, size, body = text.split(":", 2)
-    if int(version) not in (5, STATE_VERSION):
+    if int(version) not in (5, 6, STATE_VERSION):
         raise ValueError(
             f"state schema version {version} is not {STATE_VERSION}: this checkpoint was "
             "written by a newer faultline version; start from a new checkpoint"
         )
     raw = pa.decompress(base64.b64decode(body), int(size), codec="zstd", asbytes=True)
-    state = _decode(msgpack.unpackb(raw, raw=False, strict_map_key=False, use_list=True))
-    return state if int(version) == STATE_VERSION else _legacy_published(state)
+    parts = msgpack.unpackb(raw, raw=False, strict_map_key=False, use_list=True)
+    state = _decode(parts, current=int(version) == STATE_VERSION)
+    return state if int(version) > 5 else _legacy_published(state)
 
 
 def _legacy_published(state: State) -> State:
@@ -347,7 +352,10 @@ def _encode(s: State) -> list[Any]:
     p = s.policies
     return [
         s.clock,
-        {scope: _encode_tables(tables) for scope, tables in sorted(s.tables.items())},
+        {
+            scope: _encode_tables(tables, s.clock or 0, s.seen.horizon)
+            for scope, tables in sorted(s.tables.items())
+        },
         _encode_producers(s.producers),
         _sorted(s.routes),
         {b: [h.last, h.expired, h.eid] for b, h in sorted(s.heartbeats.items())},
@@ -365,16 +373,26 @@ def _encode(s: State) -> list[Any]:
             _sorted(p.shown),
             None if p.window is None else [p.window.index, _sorted(p.window.sums)],
         ],
-        [s.seen.seconds.tobytes(), s.seen.counts.tobytes(), s.seen.hashes.tobytes()],
+        [
+            s.seen.seconds.tobytes(),
+            s.seen.counts.tobytes(),
+            s.seen.hashes.tobytes(),
+            s.seen.horizon,
+        ],
     ]
 
 
-def _encode_tables(tables: dict[str, Table]) -> list[Any]:
+def _encode_tables(tables: dict[str, Table], clock: int, horizon: int | None) -> list[Any]:
     """A scope's tables as columns: one list per field of the tables, one per field of all
-    their items (they compress far better than rows). An item's ``start`` is kept as its
-    distance from ``updated_at``, and its ``cause`` only where ``start`` is after
-    ``updated_at``: otherwise the item never isolated since that update, and its cause cannot
-    show in any row."""
+    their items (they compress far better than rows).
+
+    An item's ``updated_at`` only decides whether a later update is older than it, and is
+    dropped: so it is kept as its age at the clock while events as old as it may still be
+    admitted, and as -1 once it is before ``horizon`` (any event admitted later is newer: it
+    reads back as :data:`NO_ITEM`). Its ``start`` is kept as its distance from ``updated_at``
+    (from the clock once that is dropped), and as None when 0 (a 5.x item that never isolated).
+    Its ``cause`` is kept only where ``start`` is after ``updated_at``: otherwise the item never
+    isolated since that update, and its cause cannot show in any row."""
     keys = sorted(tables)
     chosen = [tables[k] for k in keys]
     items = [it for t in chosen for it in t.items]
@@ -383,32 +401,62 @@ def _encode_tables(tables: dict[str, Table]) -> list[Any]:
     )
     names = sorted(set(brokers))
     code = {b: i for i, b in enumerate(names)}
-    after = np.array(start, np.int64) - np.array(updated, np.int64)
+    starts, times = np.array(start, np.int64), np.array(updated, np.int64)
+    old = times < (NO_ITEM + 1 if horizon is None else horizon)
+    ages = np.where(old, -1, clock - times)
+    after = (starts - np.where(old, clock, times)).tolist()
+    isolating = (starts > times).tolist()
     return [
         keys,
-        [[t.profile, t.cap, t.worst, t.topics, t.due, len(t.items)] for t in chosen],
+        [
+            [t.profile for t in chosen],
+            [t.cap for t in chosen],
+            [t.worst for t in chosen],
+            [t.topics for t in chosen],
+            [t.due for t in chosen],
+            [len(t.items) for t in chosen],
+        ],
         names,
-        np.array([code[b] for b in brokers], np.uint32).tobytes(),
+        np.array([code[b] for b in brokers], _code_type(len(names))).tobytes(),
         latency,
-        after.tolist(),
+        [None if z else d for d, z in zip(after, (starts == 0).tolist(), strict=True)],
         reachable,
-        updated,
+        ages.tolist(),
         pending,
-        [c if d > 0 else "" for c, d in zip(cause, after.tolist(), strict=True)],
+        [c if i else "" for c, i in zip(cause, isolating, strict=True)],
     ]
+
+
+def _code_type(names: int) -> type[np.unsignedinteger[Any]]:
+    return np.uint16 if names <= 1 << 16 else np.uint32
 
 
 item_of = functools.partial(tuple.__new__, Item)
 """An :class:`Item` from a tuple of its fields, without a Python call."""
 
 
-def _decode_tables(columns: list[Any]) -> dict[str, Table]:
+def _decode_tables(columns: list[Any], clock: int) -> dict[str, Table]:
+    keys, meta, names, codes, latency, after, reachable, ages, pending, cause = columns
+    brokers = [names[c] for c in np.frombuffer(codes, _code_type(len(names))).tolist()]
+    age = np.array(ages, np.int64)
+    updated = np.where(age < 0, NO_ITEM, clock - age)
+    base = np.where(age < 0, clock, updated).tolist()
+    starts = [0 if d is None else t + d for d, t in zip(after, base, strict=True)]
+    fields = (brokers, latency, starts, reachable, updated.tolist(), pending, cause)
+    return _tables_of(keys, zip(*meta, strict=True), *fields)
+
+
+def _decode_tables_6(columns: list[Any], clock: int) -> dict[str, Table]:
+    """Versions 5 and 6: ``updated_at`` as it was, ``start`` as its distance from it, broker
+    codes of 32 bits."""
     keys, meta, names, codes, latency, start, reachable, updated, pending, cause = columns
     brokers = [names[c] for c in np.frombuffer(codes, np.uint32).tolist()]
     starts = (np.array(updated, np.int64) + np.array(start, np.int64)).tolist()
-    items = list(
-        map(item_of, zip(brokers, latency, starts, reachable, updated, pending, cause, strict=True))
-    )
+    return _tables_of(keys, meta, brokers, latency, starts, reachable, updated, pending, cause)
+
+
+def _tables_of(keys: list[str], meta: Iterable[Any], *fields: list[Any]) -> dict[str, Table]:
+    items = list(map(item_of, zip(*fields, strict=True)))
     tables, at = {}, 0
     for key, (profile, cap, worst, topics, due, n) in zip(keys, meta, strict=True):
         tables[key] = Table(profile, items[at : at + n], cap, worst, topics, due)
@@ -417,11 +465,12 @@ def _decode_tables(columns: list[Any]) -> dict[str, Table]:
 
 
 def _encode_producers(producers: dict[str, Producer]) -> list[Any]:
-    """The producers as columns, their publish infos as columns too (a route's digest once)."""
+    """The producers as columns, their publish infos as columns too (a route's digest once):
+    how many each producer has, then each field of them all, in producer and key order."""
     ids = sorted(producers)
     chosen = [producers[p] for p in ids]
-    pubs = [(n, k, i) for n, pr in enumerate(chosen) for k, i in sorted(pr.pub.items())]
-    routes = sorted({i.route for _, _, i in pubs})
+    pubs = [(k, i) for pr in chosen for k, i in sorted(pr.pub.items())]
+    routes = sorted({i.route for _, i in pubs})
     route = {r: n for n, r in enumerate(routes)}
     return [
         ids,
@@ -430,7 +479,14 @@ def _encode_producers(producers: dict[str, Producer]) -> list[Any]:
         [None if pr.send is None else pr.send.key for pr in chosen],
         [None if pr.send is None else pr.send.start - pr.last for pr in chosen],
         routes,
-        [[n, k, route[i.route], _rewrites(i), i.index, i.seed] for n, k, i in pubs],
+        [
+            [len(pr.pub) for pr in chosen],
+            [k for k, _ in pubs],
+            [route[i.route] for _, i in pubs],
+            [_rewrites(i) for _, i in pubs],
+            [i.index for _, i in pubs],
+            [i.seed for _, i in pubs],
+        ],
     ]
 
 
@@ -439,7 +495,26 @@ def _rewrites(pub: PublishInfo) -> list[list[Any]]:
 
 
 def _decode_producers(columns: list[Any]) -> dict[str, Producer]:
-    ids, last, eids, keys, starts, routes, pubs = columns
+    *own, (counts, *fields) = columns
+    owners = [n for n, count in enumerate(counts) for _ in range(count)]
+    return _producers_of(*own, zip(owners, *fields, strict=True))
+
+
+def _decode_producers_6(columns: list[Any]) -> dict[str, Producer]:
+    """Versions 5 and 6: the publish infos as rows."""
+    *own, pubs = columns
+    return _producers_of(*own, pubs)
+
+
+def _producers_of(
+    ids: list[str],
+    last: list[int],
+    eids: list[str | None],
+    keys: list[str | None],
+    starts: list[int | None],
+    routes: list[str],
+    pubs: Iterable[Any],
+) -> dict[str, Producer]:
     producers = {
         pid: Producer(t, eid, {}, None if key is None else FirstAttempt(key, t + start))
         for pid, t, eid, key, start in zip(ids, last, eids, keys, starts, strict=True)
@@ -458,15 +533,19 @@ def _sorted(value: Any) -> Any:
     return value
 
 
-def _decode(v: list[Any]) -> State:
+def _decode(v: list[Any], current: bool) -> State:
+    """A state of this version, or (not ``current``) of version 5 or 6."""
     (clock, tables, producers, routes, heartbeats, published, recorded, schedule, transactions,
      due, answered, policies, seen) = v  # fmt: skip
     base, outlier, since, probe, shown, window = policies
     waiting, isolated = Waiting._make, Isolated._make
     return State(
         clock=clock,
-        tables={scope: _decode_tables(columns) for scope, columns in tables.items()},
-        producers=_decode_producers(producers),
+        tables={
+            scope: (_decode_tables if current else _decode_tables_6)(columns, clock or 0)
+            for scope, columns in tables.items()
+        },
+        producers=(_decode_producers if current else _decode_producers_6)(producers),
         routes=routes,
         heartbeats={b: Heartbeat(*h) for b, h in heartbeats.items()},
         published=published,
@@ -487,6 +566,7 @@ def _decode(v: list[Any]) -> State:
             np.frombuffer(seen[0], np.int64).copy(),
             np.frombuffer(seen[1], np.int64).copy(),
             np.frombuffer(seen[2], np.uint64).copy(),
+            seen[3] if len(seen) > 3 else None,
         ),
     )
 
