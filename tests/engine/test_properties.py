@@ -229,6 +229,33 @@ def test_a_version_6_checkpoint_resumes_as_if_this_version_had_written_it() -> N
         assert resumed.tables[name].equals(got), name
 
 
+def test_the_fault_items_are_handed_over_before_the_later_stages_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``advance``'s ``ready`` gets the ``fault_items`` table once every FaultTable of the batch
+    is settled, before the delay queues run, with every row the step returns: the job writes
+    its file while the later stages run."""
+    order: list[str] = []
+    delays = engine.schedule_batch
+
+    def schedule_batch(*args: Any) -> None:
+        order.append("delays")
+        delays(*args)
+
+    monkeypatch.setattr(engine, "schedule_batch", schedule_batch)
+    handed: dict[str, Any] = {}
+
+    def ready(name: str, rows: Any) -> None:
+        order.append(name)
+        handed[name] = rows
+
+    step = engine.advance("c", None, frame(ROWS), engine.EngineConfig(), ready=ready)
+    assert order.count("fault_items") == 1 and order[-2:] == ["fault_items", "delays"]
+    assert handed.keys() == {"fault_items"}
+    assert handed["fault_items"].num_rows > 0
+    assert handed["fault_items"].equals(step.tables["fault_items"])
+
+
 def test_an_update_time_older_than_any_event_admitted_is_forgotten() -> None:
     """A FaultItem's update time only tells a later update that is older from a newer one. Once
     it is before the oldest event still admitted (the clock less the allowed lateness), the

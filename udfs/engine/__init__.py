@@ -46,6 +46,7 @@ Delay queues. Failed sends, consumer send-backs and delayed sends enter the dela
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -93,7 +94,7 @@ from udfs.engine._summaries import expand
 from udfs.engine._tables import Change
 from udfs.engine._transactions import remember_answers, transact
 from udfs.rocketmq import Next
-from udfs.vocabulary import EventKind
+from udfs.vocabulary import EventKind, TableName
 
 __all__ = [
     "CLUSTER",
@@ -132,19 +133,27 @@ def advance(
     events: pd.DataFrame,
     config: EngineConfig,
     shard: Shard = WHOLE,
+    ready: Callable[[str, pa.Table], None] | None = None,
 ) -> Step:
     """Apply one batch of a cluster's events. ``events`` has the parsed event columns (see
     ``udfs.schema.EVENTS``) and may be empty (nothing changes then). ``shard`` says which part of
-    the cluster's work this call does (:mod:`udfs.engine._shards`); by default, all of it."""
+    the cluster's work this call does (:mod:`udfs.engine._shards`); by default, all of it.
+    ``ready`` is handed a table as soon as its rows are all made, while the later stages run
+    (``fault_items``, most of a batch's rows, once the FaultTables are settled): a caller can
+    write it meanwhile. The table is in the step's tables as well."""
     with memo():  # each text column of the batch made Python objects once
-        return _advance(cluster, state, events, config, shard)
+        return _advance(cluster, state, events, config, shard, Out(ready))
 
 
 def _advance(
-    cluster: str, state: State | None, events: pd.DataFrame, config: EngineConfig, shard: Shard
+    cluster: str,
+    state: State | None,
+    events: pd.DataFrame,
+    config: EngineConfig,
+    shard: Shard,
+    out: Out,
 ) -> Step:
     state = state if state is not None else new_state()
-    out = Out()
     # every shard admits every record alike; only the lead files and counts them
     admission = out if shard.lead else Out()
     admission.stats["input"] = len(events)
@@ -158,7 +167,8 @@ def _advance(
     first = EventAt(int(events["event_time"].iloc[0]), str(events["event_id"].iloc[0]))
     if not shard.lead:  # its clock moved with every event: its deadlines fire all the same
         events = _owned(events, shard)
-    for part in segments(state, events, config):
+    parts = segments(state, events, config)
+    for n, part in enumerate(parts):
         seg = Segment(
             cluster=cluster,
             state=state,
@@ -170,7 +180,7 @@ def _advance(
             clock_end=part.clock_end,
             first_event=first if first_batch else None,
         )
-        _apply(seg)
+        _apply(seg, final=n == len(parts) - 1)
         evict(seg)
         first_batch = False
     return Step(state, out.frames(), out.stats)
@@ -185,8 +195,9 @@ def _owned(events: pd.DataFrame, shard: Shard) -> pd.DataFrame:
     return events[keep].reset_index(drop=True)
 
 
-def _apply(seg: Segment) -> None:
-    """The stages, for the segment's admitted events in event-time order, up to its clock."""
+def _apply(seg: Segment, final: bool) -> None:
+    """The stages, for the segment's admitted events in event-time order, up to its clock;
+    ``final``: the batch's last segment."""
     state, sends, config, shard = seg.state, seg.sends, seg.config, seg.shard
     touch(state, sends)
     spent = spent_budget(state, sends, config) if config.ignore_spent_budget else None
@@ -215,6 +226,8 @@ def _apply(seg: Segment) -> None:
                 route = release_router(seg.cluster, o, changes[seg.cluster], routes)
             isolated, cluster_changes = o.isolated(seg.cluster), changes[seg.cluster]
         publish(seg, o, changes, routes)
+    if final:
+        seg.out.seal(TableName.FAULT_ITEMS)  # no later stage updates a FaultItem
     if shard.lead:
         schedule_batch(seg, after, route)
         transact(seg, isolated, cluster_changes, routes)

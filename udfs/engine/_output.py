@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -21,9 +22,11 @@ class Picked(NamedTuple):
 
 
 class Out:
-    """Rows per output table, collected as lists of frames."""
+    """Rows per output table, collected as lists of frames. ``ready`` is handed each table a
+    stage seals (:meth:`seal`) while the batch goes on."""
 
-    def __init__(self) -> None:
+    def __init__(self, ready: Callable[[str, pa.Table], None] | None = None) -> None:
+        self.ready = ready
         self.parts: dict[str, list[pd.DataFrame | pa.Table]] = {}
         self.records: dict[str, list[dict[str, Any]]] = {}
         self.stats = {
@@ -42,6 +45,17 @@ class Out:
         if len(frame):
             self.parts.setdefault(table, []).append(frame)
 
+    def seal(self, table: str) -> None:
+        """No stage adds rows to ``table`` any more in this batch: it is made now, handed to
+        ``ready`` and kept as made for :meth:`frames`."""
+        made = None if self.ready is None else self._made(table)
+        if made is None:
+            return
+        self.parts[table] = [made]
+        self.records.pop(table, None)
+        assert self.ready is not None
+        self.ready(table, made)
+
     def rows(self, table: str, rows: list[dict[str, Any]]) -> None:
         """Rows made one decision at a time; they become one table at the end."""
         self.records.setdefault(table, []).extend(rows)
@@ -51,20 +65,26 @@ class Out:
         rows. A list column given as :class:`Picked` items is taken at once for all rows."""
         tables = {}
         for name in [*self.parts, *(n for n in self.records if n not in self.parts)]:
-            schema = TABLES[name]
-            pieces = [
-                f
-                if isinstance(f, pa.Table)
-                else pa.Table.from_pandas(f, schema=schema, preserve_index=False)
-                for f in self.parts.get(name, [])
-            ]
-            rows = self.records.get(name)
-            if rows:
-                pieces.append(_from_rows(rows, schema))
-            if pieces:
-                tables[name] = pa.concat_tables(pieces)
+            made = self._made(name)
+            if made is not None:
+                tables[name] = made
         self.records = {}
         return tables
+
+    def _made(self, name: str) -> pa.Table | None:
+        schema = TABLES[name]
+        pieces = [
+            f
+            if isinstance(f, pa.Table)
+            else pa.Table.from_pandas(f, schema=schema, preserve_index=False)
+            for f in self.parts.get(name, [])
+        ]
+        rows = self.records.get(name)
+        if rows:
+            pieces.append(_from_rows(rows, schema))
+        if len(pieces) == 1:
+            return pieces[0]
+        return pa.concat_tables(pieces) if pieces else None
 
 
 def _from_rows(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:

@@ -497,24 +497,19 @@ def _rewrites(pub: PublishInfo) -> list[list[Any]]:
 def _decode_producers(columns: list[Any]) -> dict[str, Producer]:
     *own, (counts, *fields) = columns
     owners = [n for n, count in enumerate(counts) for _ in range(count)]
-    return _producers_of(*own, zip(owners, *fields, strict=True))
+    return _producers_of(own, zip(owners, *fields, strict=True))
 
 
 def _decode_producers_6(columns: list[Any]) -> dict[str, Producer]:
     """Versions 5 and 6: the publish infos as rows."""
     *own, pubs = columns
-    return _producers_of(*own, pubs)
+    return _producers_of(own, pubs)
 
 
-def _producers_of(
-    ids: list[str],
-    last: list[int],
-    eids: list[str | None],
-    keys: list[str | None],
-    starts: list[int | None],
-    routes: list[str],
-    pubs: Iterable[Any],
-) -> dict[str, Producer]:
+def _producers_of(columns: list[Any], pubs: Iterable[Any]) -> dict[str, Producer]:
+    """The producers of their own columns, and their publish infos as rows ``[producer's
+    place, key, route's place, rewrites, index, seed]``."""
+    ids, last, eids, keys, starts, routes = columns
     producers = {
         pid: Producer(t, eid, {}, None if key is None else FirstAttempt(key, t + start))
         for pid, t, eid, key, start in zip(ids, last, eids, keys, starts, strict=True)
