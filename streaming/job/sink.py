@@ -27,6 +27,7 @@ from deltalake.transaction import AddAction, RemoveAction
 from streaming.client import decision_key, message, publish_order
 from streaming.job import failpoints
 from streaming.job.storage import writing
+from udfs.engine import DECISIONS
 from udfs.schema import (
     BATCHES,
     MILLIS,
@@ -483,10 +484,9 @@ def read_rows(
     return rows
 
 
-DECISIONS = (TableName.BROKER_DECISIONS, TableName.ROUTING_TABLE)
-"""The tables whose rows :func:`decision_messages` sends, the ones decision latency is about."""
 DRIVER_PUBLISHED = (TableName.REDELIVERIES, TableName.TRANSACTIONS)
-"""What :func:`publish_batch` sends besides the decisions."""
+"""What :func:`publish_batch` sends besides the decisions (:data:`udfs.engine.DECISIONS`, whose
+rows :func:`decision_messages` sends: the ones decision latency is about)."""
 PUBLISHED = (*DECISIONS, *DRIVER_PUBLISHED)
 """The tables whose rows :func:`publish_batch` sends."""
 

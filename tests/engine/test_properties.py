@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow.compute as pc
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -229,12 +230,13 @@ def test_a_version_6_checkpoint_resumes_as_if_this_version_had_written_it() -> N
         assert resumed.tables[name].equals(got), name
 
 
-def test_the_fault_items_are_handed_over_before_the_later_stages_run(
+def test_the_decisions_and_fault_items_are_handed_over_before_the_later_stages_run(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """``advance``'s ``ready`` gets the ``fault_items`` table once every FaultTable of the batch
-    is settled, before the delay queues run, with every row the step returns: the job writes
-    its file while the later stages run."""
+    """``advance`` hands over, before the delay queues run: ``decided``, the cluster scope's
+    decisions as soon as that scope is settled (the job publishes them meanwhile), and
+    ``ready``, the ``fault_items`` table once every FaultTable is (the job writes its file
+    meanwhile). Each with every such row the step returns."""
     order: list[str] = []
     delays = engine.schedule_batch
 
@@ -244,16 +246,28 @@ def test_the_fault_items_are_handed_over_before_the_later_stages_run(
 
     monkeypatch.setattr(engine, "schedule_batch", schedule_batch)
     handed: dict[str, Any] = {}
+    decisions: dict[str, Any] = {}
 
     def ready(name: str, rows: Any) -> None:
         order.append(name)
         handed[name] = rows
 
-    step = engine.advance("c", None, frame(ROWS), engine.EngineConfig(), ready=ready)
-    assert order.count("fault_items") == 1 and order[-2:] == ["fault_items", "delays"]
-    assert handed.keys() == {"fault_items"}
-    assert handed["fault_items"].num_rows > 0
+    def decided(tables: dict[str, Any]) -> None:
+        order.append("decisions")
+        decisions.update(tables)
+
+    step = engine.advance(
+        "c", None, frame(ROWS), engine.EngineConfig(), ready=ready, decided=decided
+    )
+    assert order.count("decisions") == order.count("fault_items") == 1
+    assert order[-3:] == ["decisions", "fault_items", "delays"]
+    assert handed.keys() == {"fault_items"} and handed["fault_items"].num_rows > 0
     assert handed["fault_items"].equals(step.tables["fault_items"])
+    assert decisions.keys() == set(engine.DECISIONS)
+    for name, rows in decisions.items():
+        whole = step.tables[name]
+        assert rows.equals(whole.filter(pc.equal(whole["scope"], "cluster"))), name
+        assert 0 < rows.num_rows < whole.num_rows  # the producer scope's rows come later
 
 
 def test_an_update_time_older_than_any_event_admitted_is_forgotten() -> None:

@@ -73,7 +73,7 @@ from udfs.engine._delays import schedule_batch
 from udfs.engine._faults import open_tables, settle
 from udfs.engine._gauges import gauges
 from udfs.engine._nameserver import follow
-from udfs.engine._output import Out
+from udfs.engine._output import DECISIONS, Out
 from udfs.engine._policies import govern, release_router
 from udfs.engine._producers import evict, segments, spent_budget, touch
 from udfs.engine._routing import decide
@@ -98,6 +98,7 @@ from udfs.vocabulary import EventKind, TableName
 
 __all__ = [
     "CLUSTER",
+    "DECISIONS",
     "PRODUCER",
     "SCOPES",
     "STATE_VERSION",
@@ -134,15 +135,19 @@ def advance(
     config: EngineConfig,
     shard: Shard = WHOLE,
     ready: Callable[[str, pa.Table], None] | None = None,
+    decided: Callable[[dict[str, pa.Table]], None] | None = None,
 ) -> Step:
     """Apply one batch of a cluster's events. ``events`` has the parsed event columns (see
     ``udfs.schema.EVENTS``) and may be empty (nothing changes then). ``shard`` says which part of
     the cluster's work this call does (:mod:`udfs.engine._shards`); by default, all of it.
-    ``ready`` is handed a table as soon as its rows are all made, while the later stages run
-    (``fault_items``, most of a batch's rows, once the FaultTables are settled): a caller can
-    write it meanwhile. The table is in the step's tables as well."""
+    While the later stages run, ``ready`` is handed a table as soon as its rows are all made
+    (``fault_items``, most of a batch's rows, once the FaultTables are settled: a caller can
+    write it meanwhile), and ``decided`` the cluster scope's rows of the :data:`DECISIONS`
+    tables as soon as that scope is settled (a caller can publish them meanwhile); the tables
+    in the step hold those rows as well. On a shard that does not decide for the cluster scope,
+    or for a batch of no valid event, ``decided`` is not called."""
     with memo():  # each text column of the batch made Python objects once
-        return _advance(cluster, state, events, config, shard, Out(ready))
+        return _advance(cluster, state, events, config, shard, Out(ready, decided))
 
 
 def _advance(
@@ -226,6 +231,8 @@ def _apply(seg: Segment, final: bool) -> None:
                 route = release_router(seg.cluster, o, changes[seg.cluster], routes)
             isolated, cluster_changes = o.isolated(seg.cluster), changes[seg.cluster]
         publish(seg, o, changes, routes)
+        if final and o.scope == CLUSTER:
+            seg.out.decide(CLUSTER)  # no later stage decides in the cluster scope
     if final:
         seg.out.seal(TableName.FAULT_ITEMS)  # no later stage updates a FaultItem
     if shard.lead:

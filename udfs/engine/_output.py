@@ -8,8 +8,14 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from udfs.schema import TABLES
+from udfs.vocabulary import TableName
+
+DECISIONS = (TableName.BROKER_DECISIONS, TableName.ROUTING_TABLE)
+"""The tables whose rows are decisions producers act on: a broker's availability in a scope
+key's table, and a topic's selectable queues."""
 
 
 class Picked(NamedTuple):
@@ -22,11 +28,16 @@ class Picked(NamedTuple):
 
 
 class Out:
-    """Rows per output table, collected as lists of frames. ``ready`` is handed each table a
-    stage seals (:meth:`seal`) while the batch goes on."""
+    """Rows per output table, collected as lists of frames. While the batch goes on, ``ready``
+    is handed each table a stage seals (:meth:`seal`), and ``decided`` a scope's rows of the
+    :data:`DECISIONS` tables once they are all made (:meth:`decide`)."""
 
-    def __init__(self, ready: Callable[[str, pa.Table], None] | None = None) -> None:
-        self.ready = ready
+    def __init__(
+        self,
+        ready: Callable[[str, pa.Table], None] | None = None,
+        decided: Callable[[dict[str, pa.Table]], None] | None = None,
+    ) -> None:
+        self.ready, self.decided = ready, decided
         self.parts: dict[str, list[pd.DataFrame | pa.Table]] = {}
         self.records: dict[str, list[dict[str, Any]]] = {}
         self.stats = {
@@ -55,6 +66,18 @@ class Out:
         self.records.pop(table, None)
         assert self.ready is not None
         self.ready(table, made)
+
+    def decide(self, scope: str) -> None:
+        """No stage adds a row of ``scope`` to a :data:`DECISIONS` table any more in this
+        batch: its rows so far go to ``decided``, by table (the tables without one left out)."""
+        if self.decided is None:
+            return
+        tables: dict[str, pa.Table] = {}
+        for name in DECISIONS:
+            made = self._made(name)
+            if made is not None and len(ours := made.filter(pc.equal(made["scope"], scope))):
+                tables[name] = ours
+        self.decided(tables)
 
     def rows(self, table: str, rows: list[dict[str, Any]]) -> None:
         """Rows made one decision at a time; they become one table at the end."""
