@@ -413,11 +413,13 @@ compacted away, or transaction markers.
 Timings: ``write_ms`` is the batch's run in Spark (read, shuffle, the operator) plus publishing,
 ``commit_ms`` the Delta commits; of the operator, summed over its clusters, ``receive_ms``
 taking the records over from Spark, ``parse_ms`` parsing,
-``engine_ms`` the state machine (with loading and saving its state), ``publish_ms`` sending
-its decisions to Kafka (when the job publishes them) and ``files_ms`` writing the Parquet files.
+``engine_ms`` the state machine (with loading and saving its state), ``files_ms`` writing the
+Parquet files (what is left of it after the state machine, which hands over its largest table
+before its last stages), and beside them ``publish_ms``, sending its decisions to Kafka (when
+the job publishes them) from the moment the state machine has made the cluster scope's.
 ``state_bytes`` is the size of the state written in this batch, ``state_ms``
 the part of ``engine_ms`` spent reading and writing it (its codec).
-``slowest_task_ms`` is the operator's time in its busiest task (its keys' five timings summed):
+``slowest_task_ms`` is the operator's time in its busiest task (its keys' four timings summed):
 the stateful stage's share of the batch when its tasks run side by side. ``committed_at`` is the
 wall-clock time (epoch ms) of the batch's commit: against ``clock``, how far the job is behind.
 

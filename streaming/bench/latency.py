@@ -288,7 +288,8 @@ def breakdown(batches: Sequence[dict[str, Any]]) -> str | None:
     the batches Spark reported (it reports a batch after the next has begun, so the last may
     have no figures). Spark's batch (``batch_ms``) is its sink (``add_batch_ms``) and what it
     does around it; the sink runs the query (``write_ms``, with publishing; of which the
-    operator's busiest task, ``slowest_task_ms``, is shown apart) and the Delta commits
+    operator's busiest task, ``slowest_task_ms``, is shown apart, its publishing after a
+    semicolon: it runs beside the engine's last stages and the files) and the Delta commits
     (``commit_ms``). Medians, so the parts need not add up to the batch's median.
 
     >>> row = {"batch_ms": 2000, "add_batch_ms": 1700, "write_ms": 1400, "commit_ms": 200,
@@ -298,7 +299,7 @@ def breakdown(batches: Sequence[dict[str, Any]]) -> str | None:
     batch time, median of 1 batches: 2,000 ms
       Spark around the sink: 300 ms (offsets, planning, its logs, the state store's commit)
       the query but the operator: 800 ms (source, shuffle, tasks, rows read back, publishing)
-      the operator's busiest task: 600 ms (receive 50, parse 150, engine 330, publish 20, files 50)
+      the operator's busiest task: 600 ms (receive 50, parse 150, engine 330, files 50; publish 20)
       Delta commits: 200 ms
       the rest of the sink: 100 ms (the batches row, now and then Spark's progress)
     """
@@ -309,10 +310,11 @@ def breakdown(batches: Sequence[dict[str, Any]]) -> str | None:
     def median(column: Any) -> int:
         return round(percentile([column(b) for b in seen], 50))
 
-    task = ", ".join(
-        f"{name} {median(lambda b, n=name: b.get(f'{n}_ms') or 0):,}"
-        for name in ("receive", "parse", "engine", "publish", "files")
-    )
+    def part(name: str) -> int:
+        return median(lambda b: b.get(f"{name}_ms") or 0)
+
+    task = ", ".join(f"{name} {part(name):,}" for name in ("receive", "parse", "engine", "files"))
+    task += f"; publish {part('publish'):,}"  # beside the engine's last stages and the files
     parts = [
         ("Spark around the sink", lambda b: b["batch_ms"] - b["add_batch_ms"],
          "offsets, planning, its logs, the state store's commit"),
