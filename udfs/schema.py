@@ -414,9 +414,8 @@ Timings: ``write_ms`` is the batch's run in Spark (read, shuffle, the operator) 
 ``commit_ms`` the Delta commits; of the operator, summed over its clusters, ``receive_ms``
 taking the records over from Spark, ``parse_ms`` parsing,
 ``engine_ms`` the state machine (with loading and saving its state), ``files_ms`` writing the
-Parquet files (what is left of it after the state machine, which hands over its largest table
-before its last stages), and beside them ``publish_ms``, sending its decisions to Kafka (when
-the job publishes them) from the moment the state machine has made the cluster scope's.
+Parquet files, and beside them ``publish_ms``, sending its decisions to Kafka (when the job
+publishes them) from the moment the state machine has made the cluster scope's.
 ``state_bytes`` is the size of the state written in this batch, ``state_ms``
 the part of ``engine_ms`` spent reading and writing it (its codec).
 ``slowest_task_ms`` is the operator's time in its busiest task (its keys' four timings summed):

@@ -230,13 +230,12 @@ def test_a_version_6_checkpoint_resumes_as_if_this_version_had_written_it() -> N
         assert resumed.tables[name].equals(got), name
 
 
-def test_the_decisions_and_fault_items_are_handed_over_before_the_later_stages_run(
+def test_the_cluster_scopes_decisions_are_handed_over_before_the_later_stages_run(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """``advance`` hands over, before the delay queues run: ``decided``, the cluster scope's
-    decisions as soon as that scope is settled (the job publishes them meanwhile), and
-    ``ready``, the ``fault_items`` table once every FaultTable is (the job writes its file
-    meanwhile). Each with every such row the step returns."""
+    """``advance``'s ``decided`` gets the cluster scope's decisions as soon as that scope is
+    settled, before the delay queues run (the job publishes them meanwhile), with every such
+    row the step returns."""
     order: list[str] = []
     delays = engine.schedule_batch
 
@@ -245,24 +244,14 @@ def test_the_decisions_and_fault_items_are_handed_over_before_the_later_stages_r
         delays(*args)
 
     monkeypatch.setattr(engine, "schedule_batch", schedule_batch)
-    handed: dict[str, Any] = {}
     decisions: dict[str, Any] = {}
-
-    def ready(name: str, rows: Any) -> None:
-        order.append(name)
-        handed[name] = rows
 
     def decided(tables: dict[str, Any]) -> None:
         order.append("decisions")
         decisions.update(tables)
 
-    step = engine.advance(
-        "c", None, frame(ROWS), engine.EngineConfig(), ready=ready, decided=decided
-    )
-    assert order.count("decisions") == order.count("fault_items") == 1
-    assert order[-3:] == ["decisions", "fault_items", "delays"]
-    assert handed.keys() == {"fault_items"} and handed["fault_items"].num_rows > 0
-    assert handed["fault_items"].equals(step.tables["fault_items"])
+    step = engine.advance("c", None, frame(ROWS), engine.EngineConfig(), decided=decided)
+    assert order.count("decisions") == 1 and order[-2:] == ["decisions", "delays"]
     assert decisions.keys() == set(engine.DECISIONS)
     for name, rows in decisions.items():
         whole = step.tables[name]

@@ -94,7 +94,7 @@ from udfs.engine._summaries import expand
 from udfs.engine._tables import Change
 from udfs.engine._transactions import remember_answers, transact
 from udfs.rocketmq import Next
-from udfs.vocabulary import EventKind, TableName
+from udfs.vocabulary import EventKind
 
 __all__ = [
     "CLUSTER",
@@ -134,20 +134,17 @@ def advance(
     events: pd.DataFrame,
     config: EngineConfig,
     shard: Shard = WHOLE,
-    ready: Callable[[str, pa.Table], None] | None = None,
     decided: Callable[[dict[str, pa.Table]], None] | None = None,
 ) -> Step:
     """Apply one batch of a cluster's events. ``events`` has the parsed event columns (see
     ``udfs.schema.EVENTS``) and may be empty (nothing changes then). ``shard`` says which part of
     the cluster's work this call does (:mod:`udfs.engine._shards`); by default, all of it.
-    While the later stages run, ``ready`` is handed a table as soon as its rows are all made
-    (``fault_items``, most of a batch's rows, once the FaultTables are settled: a caller can
-    write it meanwhile), and ``decided`` the cluster scope's rows of the :data:`DECISIONS`
-    tables as soon as that scope is settled (a caller can publish them meanwhile); the tables
-    in the step hold those rows as well. On a shard that does not decide for the cluster scope,
-    or for a batch of no valid event, ``decided`` is not called."""
+    ``decided`` is handed the cluster scope's rows of the :data:`DECISIONS` tables as soon as
+    that scope is settled, while the later stages run (a caller can publish them meanwhile);
+    the step's tables hold those rows as well. On a shard that does not decide for the cluster
+    scope, or for a batch of no valid event, it is not called: there are no such rows."""
     with memo():  # each text column of the batch made Python objects once
-        return _advance(cluster, state, events, config, shard, Out(ready, decided))
+        return _advance(cluster, state, events, config, shard, Out(decided))
 
 
 def _advance(
@@ -233,8 +230,6 @@ def _apply(seg: Segment, final: bool) -> None:
         publish(seg, o, changes, routes)
         if final and o.scope == CLUSTER:
             seg.out.decide(CLUSTER)  # no later stage decides in the cluster scope
-    if final:
-        seg.out.seal(TableName.FAULT_ITEMS)  # no later stage updates a FaultItem
     if shard.lead:
         schedule_batch(seg, after, route)
         transact(seg, isolated, cluster_changes, routes)

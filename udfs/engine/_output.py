@@ -28,16 +28,12 @@ class Picked(NamedTuple):
 
 
 class Out:
-    """Rows per output table, collected as lists of frames. While the batch goes on, ``ready``
-    is handed each table a stage seals (:meth:`seal`), and ``decided`` a scope's rows of the
-    :data:`DECISIONS` tables once they are all made (:meth:`decide`)."""
+    """Rows per output table, collected as lists of frames. While the batch goes on,
+    ``decided`` is handed a scope's rows of the :data:`DECISIONS` tables once they are all made
+    (:meth:`decide`)."""
 
-    def __init__(
-        self,
-        ready: Callable[[str, pa.Table], None] | None = None,
-        decided: Callable[[dict[str, pa.Table]], None] | None = None,
-    ) -> None:
-        self.ready, self.decided = ready, decided
+    def __init__(self, decided: Callable[[dict[str, pa.Table]], None] | None = None) -> None:
+        self.decided = decided
         self.parts: dict[str, list[pd.DataFrame | pa.Table]] = {}
         self.records: dict[str, list[dict[str, Any]]] = {}
         self.stats = {
@@ -55,17 +51,6 @@ class Out:
         """Rows as a frame, or as a table already typed by the table's schema."""
         if len(frame):
             self.parts.setdefault(table, []).append(frame)
-
-    def seal(self, table: str) -> None:
-        """No stage adds rows to ``table`` any more in this batch: it is made now, handed to
-        ``ready`` and kept as made for :meth:`frames`."""
-        made = None if self.ready is None else self._made(table)
-        if made is None:
-            return
-        self.parts[table] = [made]
-        self.records.pop(table, None)
-        assert self.ready is not None
-        self.ready(table, made)
 
     def decide(self, scope: str) -> None:
         """No stage adds a row of ``scope`` to a :data:`DECISIONS` table any more in this
