@@ -388,7 +388,7 @@ def _encode_tables(tables: dict[str, Table], clock: int, horizon: int | None) ->
 
     An item's ``updated_at`` only decides whether a later update is older than it, and is
     dropped: so it is kept as its age at the clock while events as old as it may still be
-    admitted, and as -1 once it is before ``horizon`` (any event admitted later is newer: it
+    admitted, and as None once it is before ``horizon`` (any event admitted later is newer: it
     reads back as :data:`NO_ITEM`). Its ``start`` is kept as its distance from ``updated_at``
     (from the clock once that is dropped), and as None when 0 (a 5.x item that never isolated).
     Its ``cause`` is kept only where ``start`` is after ``updated_at``: otherwise the item never
@@ -403,7 +403,7 @@ def _encode_tables(tables: dict[str, Table], clock: int, horizon: int | None) ->
     code = {b: i for i, b in enumerate(names)}
     starts, times = np.array(start, np.int64), np.array(updated, np.int64)
     old = times < (NO_ITEM + 1 if horizon is None else horizon)
-    ages = np.where(old, -1, clock - times)
+    ages = [None if o else a for o, a in zip(old.tolist(), (clock - times).tolist(), strict=True)]
     after = (starts - np.where(old, clock, times)).tolist()
     isolating = (starts > times).tolist()
     return [
@@ -421,7 +421,7 @@ def _encode_tables(tables: dict[str, Table], clock: int, horizon: int | None) ->
         latency,
         [None if z else d for d, z in zip(after, (starts == 0).tolist(), strict=True)],
         reachable,
-        ages.tolist(),
+        ages,
         pending,
         [c if i else "" for c, i in zip(cause, isolating, strict=True)],
     ]
@@ -438,11 +438,10 @@ item_of = functools.partial(tuple.__new__, Item)
 def _decode_tables(columns: list[Any], clock: int) -> dict[str, Table]:
     keys, meta, names, codes, latency, after, reachable, ages, pending, cause = columns
     brokers = [names[c] for c in np.frombuffer(codes, _code_type(len(names))).tolist()]
-    age = np.array(ages, np.int64)
-    updated = np.where(age < 0, NO_ITEM, clock - age)
-    base = np.where(age < 0, clock, updated).tolist()
+    updated = [NO_ITEM if a is None else clock - a for a in ages]
+    base = [clock if a is None else t for a, t in zip(ages, updated, strict=True)]
     starts = [0 if d is None else t + d for d, t in zip(after, base, strict=True)]
-    fields = (brokers, latency, starts, reachable, updated.tolist(), pending, cause)
+    fields = (brokers, latency, starts, reachable, updated, pending, cause)
     return _tables_of(keys, zip(*meta, strict=True), *fields)
 
 
