@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from streaming.config import load_scenario
 from streaming.sim.simulator import simulate
-from tests.engine.conftest import frame
+from tests.engine.conftest import T0, decisions, frame, run, send
 from tests.engine.legacy_state import version_6
 from udfs import engine
 from udfs.engine import _state as engine_state
@@ -257,6 +257,27 @@ def test_the_cluster_scopes_decisions_are_handed_over_before_the_later_stages_ru
         whole = step.tables[name]
         assert rows.equals(whole.filter(pc.equal(whole["scope"], "cluster"))), name
         assert 0 < rows.num_rows < whole.num_rows  # the producer scope's rows come later
+
+
+def test_a_late_event_meets_the_same_update_times_in_a_stored_state() -> None:
+    """Events up to the allowed lateness late, after the state was stored: one older than its
+    broker's last update is stale either way, one newer than an update the stored state forgot
+    is applied either way. The state read back gives the rows of the state kept in memory."""
+    first = [send("b1", 100_000, "b"), send("c1", 190_000, "c"), send("d1", 200_000, "d")]
+    late = [
+        send("b2", 150_000, "b", "REMOTING_EXCEPTION"),  # after b's update the state forgot
+        send("c2", 170_000, "c", "REMOTING_EXCEPTION"),  # before c's update, 20 s before the clock
+    ]
+    stored = run(first).state
+    assert stored.seen.horizon == T0 + 140_000
+    kept = run(late, state=copy.deepcopy(stored))
+    read = run(late, state=engine.loads(engine.dumps(stored)))
+    assert read.stats == kept.stats and kept.stats["stale"] > 0
+    assert read.tables.keys() == kept.tables.keys()
+    for name, rows in kept.tables.items():
+        assert read.tables[name].equals(rows), name
+    isolated = {b for _, b, d, _, _ in decisions(kept) if d == "ISOLATE"}
+    assert isolated == {"b"}
 
 
 def test_an_update_time_older_than_any_event_admitted_is_forgotten() -> None:
