@@ -34,7 +34,7 @@ def test_each_incident_gets_its_isolate_and_a_measured_latency(
         assert 0 < int(ms.replace(",", "")) < 30_000, out
     # the floor's operator neither parses nor runs the engine; its decisions come all the same
     assert ("; the floor: " in out) is floor, out
-    assert ("(receive 0, parse 0, engine 0, publish 0, files 0)" in out) is floor, out
+    assert ("(receive 0, parse 0, engine 0, files 0; publish 0)" in out) is floor, out
     summary = [line for line in out.splitlines() if line.startswith("summary: ")]
     assert len(summary) == 1, out
     assert summary[0].startswith("summary: 2 incidents, 2 isolated; latency p50 "), out
