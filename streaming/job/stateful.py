@@ -192,10 +192,12 @@ def run_key(
             sent: list[Future[tuple[int, float]]] = []
 
             def decided(tables: dict[str, pa.Table]) -> None:
-                if publish is not None:
-                    sent.append(pool.submit(publish.send, tables, batch_id))
+                assert publish is not None
+                sent.append(pool.submit(publish.send, tables, batch_id))
 
-            step = engine.advance(cluster, previous, events, config, shard, decided)
+            # without a publisher, the engine makes no early copy of the decisions
+            hand = decided if publish is not None else None
+            step = engine.advance(cluster, previous, events, config, shard, hand)
             stepped = time.perf_counter()
             saved = engine.dumps(step.state)
             advanced = time.perf_counter()

@@ -90,8 +90,6 @@ class Out:
         rows = self.records.get(name)
         if rows:
             pieces.append(_from_rows(rows, schema))
-        if len(pieces) == 1:
-            return pieces[0]
         return pa.concat_tables(pieces) if pieces else None
 
 
