@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import operator
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -117,6 +117,56 @@ def _by_broker(items: list[Item]) -> dict[str, Item]:
 # --- one fault table ------------------------------------------------------------------------------
 
 
+class _Items(Mapping[str, FaultItem]):
+    """A key's FaultItems by broker as of a row, made when a decision reads them: most rows a
+    decision replays are of brokers its selection never looks up (the cluster's table of a
+    1,000-broker fleet meets most of them between two decisions). ``_later`` holds each such
+    broker's latest row (or its item from before the batch), newer than what ``_made`` holds."""
+
+    def __init__(self, scope: ScopeTables, init: dict[str, Item]) -> None:
+        self._item = scope.item
+        self._made: dict[str, FaultItem] = {}
+        self._later: dict[str, int | Item] = dict(init)
+
+    def update(self, brokers: list[str], rows: list[int]) -> None:
+        """Each broker's item is now that of its last row here (rows in order)."""
+        self._later.update(zip(brokers, rows, strict=True))
+
+    def _make(self, broker: str, later: int | Item) -> FaultItem:
+        made = self._item(later) if isinstance(later, int) else _fault_item(later)
+        self._made[broker] = made
+        return made
+
+    def get(self, broker: str, default: Any = None) -> Any:
+        later = self._later.pop(broker, None)
+        if later is not None:
+            return self._make(broker, later)
+        return self._made.get(broker, default)
+
+    def __getitem__(self, broker: str) -> FaultItem:
+        later = self._later.pop(broker, None)
+        return self._made[broker] if later is None else self._make(broker, later)
+
+    def __contains__(self, broker: object) -> bool:
+        return broker in self._later or broker in self._made
+
+    def _all(self) -> dict[str, FaultItem]:
+        for broker, later in self._later.items():
+            self._make(broker, later)
+        self._later.clear()
+        return self._made
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def pop(self, broker: str) -> None:
+        self._later.pop(broker, None)
+        self._made.pop(broker, None)
+
+
 class _Table:
     """One scope key's FaultTable during a batch, for its routing decisions: the rows of the key
     (global positions into the scope's rows) replayed in order into snapshots."""
@@ -137,7 +187,7 @@ class _Table:
         self.removed_after: dict[str, int] = {}
         self.worst = self.tstate.worst
         self._size = len(self.tstate.items)
-        self._current = {b: _fault_item(it) for b, it in self.init.items()}
+        self._current = _Items(scope, self.init)
         self._cursor = -1
         """``_current`` holds each broker's item as of row ``_cursor``: snapshots are taken in
         the order of the rows, so each row is applied once."""
@@ -168,11 +218,7 @@ class _Table:
         lo = int(np.searchsorted(self.positions, self._cursor, side="right"))
         hi = int(np.searchsorted(self.positions, pos, side="right"))
         rows = self.positions[lo:hi]
-        codes = self.scope.broker_codes[rows].tolist()
-        item = self.scope.item
-        for row in dict(zip(codes, rows.tolist(), strict=True)).values():  # each broker's last
-            made = item(row)
-            self._current[made.name] = made
+        self._current.update(self.scope.broker[rows].tolist(), rows.tolist())
         self._cursor = pos
 
     def snapshot(self, pos: int, rng: random.Random) -> FaultTable:
@@ -196,7 +242,7 @@ class _Table:
         self._size -= 1
         positions = self.by_broker.get(broker)
         if positions is None or not ((positions > pos) & (positions <= self._cursor)).any():
-            self._current.pop(broker, None)  # no later row of it is applied yet
+            self._current.pop(broker)  # no later row of it is applied yet
         if positions is not None:
             later = positions[positions > pos]
             if len(later):

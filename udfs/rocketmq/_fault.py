@@ -31,8 +31,8 @@ from __future__ import annotations
 
 import functools
 import random
-from collections.abc import Callable, Iterable, Iterator
-from typing import NamedTuple
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import NamedTuple, cast
 
 from udfs.rocketmq import _index
 from udfs.rocketmq._java import string_hash
@@ -214,16 +214,18 @@ class FaultTable:
     def over(
         cls,
         profile: Profile,
-        items: dict[str, FaultItem],
+        items: Mapping[str, FaultItem],
         order: _ConcurrentHashMapOrder,
         *,
         worst_index: int | None = None,
         rng: random.Random | None = None,
     ) -> FaultTable:
         """A table of ``items`` (by broker) in ``order``, without copying them: they are copied
-        on the table's first change, so reading a table kept elsewhere costs nothing."""
+        into a dict on the table's first change, so reading a table kept elsewhere costs
+        nothing (and ``items`` may be any mapping that makes its items as they are read)."""
         table = cls(profile, worst_index=worst_index, rng=rng, capacity=order.capacity)
-        table._items, table._made, table._shared = items, order, True
+        table._items = cast(dict[str, FaultItem], items)  # only read until _own copies it
+        table._made, table._shared = order, True
         return table
 
     def _own(self) -> None:
