@@ -3,6 +3,7 @@ row, not per table), availability decisions, and the per-table views routing dec
 
 from __future__ import annotations
 
+import functools
 import itertools
 import operator
 import random
@@ -176,13 +177,13 @@ class _Table:
         self.tstate = scope.tstates[key]
         self.profile = scope.profiles[key]
         self.init = scope.init[key]
-        self.by_broker = _grouped(scope.broker_codes[positions], scope.broker_code_names, positions)
         self.order = _ConcurrentHashMapOrder(
             self.tstate.cap, [it.broker for it in self.tstate.items]
         )
-        self.insertions = sorted(
-            (int(p[0]), b) for b, p in self.by_broker.items() if b not in self.init
-        )
+        # each broker's first row (the reversed pairs leave the first one of each in the dict)
+        brokers, at = scope.broker[positions].tolist(), positions.tolist()
+        firsts = dict(zip(reversed(brokers), reversed(at), strict=True))
+        self.insertions = sorted((p, b) for b, p in firsts.items() if b not in self.init)
         self.removals: list[tuple[str, int, int, str]] = []  # broker, pos, time, event_id
         self.removed_after: dict[str, int] = {}
         self.worst = self.tstate.worst
@@ -191,6 +192,12 @@ class _Table:
         self._cursor = -1
         """``_current`` holds each broker's item as of row ``_cursor``: snapshots are taken in
         the order of the rows, so each row is applied once."""
+
+    @functools.cached_property
+    def by_broker(self) -> dict[str, np.ndarray]:
+        """Each broker's rows, in order (only a stale decision or a removal reads them)."""
+        positions = self.positions
+        return _grouped(self.scope.broker_codes[positions], self.scope.broker_code_names, positions)
 
     def _present(self, broker: str, pos: int) -> FaultItem | None:
         positions = self.by_broker.get(broker)
