@@ -109,6 +109,9 @@ def _rows(
     # per topic, the isolated brokers of the table last published in this call: a producer's
     # table stands for them alone, so a change of route that leaves them is no new table
     isolating: dict[str, tuple[tuple[str, int], ...]] = {}
+    # per topic, the table published last in this call, by what it stands for: its digest, for
+    # the state, is made once, at the end
+    made: dict[str, tuple[Layout, tuple[tuple[str, int], ...]]] = {}
     for t, _, eid, what, payload in points:
         if what == 0:
             changed = [tp for tp in known if payload.get(tp) is not routes.get(tp)]
@@ -140,12 +143,17 @@ def _rows(
             if not whole and isolating.get(topic) == isolated_here:
                 continue
             isolating[topic] = isolated_here
-            table = layout.digest(isolated_here) if whole else _isolating(isolated_here)
-            published = last.get(topic)
-            last[topic] = table
-            # a digest an older state kept may be format 2's, of the whole table
-            old = published[1:] if published and published.startswith(LEGACY) else None
-            if published == table or (old and old in (table, layout.digest(isolated_here))):
+            mine = made.get(topic)
+            made[topic] = (layout, isolated_here)
+            if mine is None:  # the table last published is the one the state keeps
+                same = _published(last.get(topic), layout, isolated_here, whole)
+            elif mine[0] is layout or not whole:
+                # the one this call published last: on one route, the same isolated brokers
+                # make the same table and other ones another, without a digest of either
+                same = mine[1] == isolated_here
+            else:  # another route may list the same queues
+                same = _digest(*mine, whole) == _digest(layout, isolated_here, whole)
+            if same:
                 continue
             rows.append(
                 {
@@ -161,7 +169,25 @@ def _rows(
                     "route": queues.reference(route),
                 }
             )
+    for topic, (layout, isolated_here) in made.items():
+        last[topic] = _digest(layout, isolated_here, whole)
     return rows
+
+
+def _digest(layout: Layout, isolated: tuple[tuple[str, int], ...], whole: bool) -> str:
+    """What the state keeps of a published table: the digest of the whole table, or (a
+    producer's) of the brokers it isolates."""
+    return layout.digest(isolated) if whole else _isolating(isolated)
+
+
+def _published(
+    published: str | None, layout: Layout, isolated: tuple[tuple[str, int], ...], whole: bool
+) -> bool:
+    """Whether the table is the one the state says was published last (``published``)."""
+    table = _digest(layout, isolated, whole)
+    # a digest an older state kept may be format 2's, of the whole table
+    old = published[1:] if published and published.startswith(LEGACY) else None
+    return published == table or bool(old and old in (table, layout.digest(isolated)))
 
 
 def _move(entries: list[tuple[int, str, int]], at: int, broker: str, until: int | None) -> None:
