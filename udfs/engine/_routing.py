@@ -86,9 +86,11 @@ def _decide(seg: Segment, scope: str, row: Any, tables: ScopeTables | None, rout
         # the route's own queues, its index drawn at this send
         pub = PublishInfo(facts.digest, {}, None, f"{row.event_time}|{row.event_id}")
         pubs[f"{scope}|{row.topic}"] = pub
-    mqs = list(queues.message_queues(route, row.topic))
-    for at, q in pub.rewrites.items():
-        mqs[at] = MessageQueue(q.broker, q.queue_id, row.topic)
+    mqs = queues.message_queues(route, row.topic)  # TopicPublishInfo holds a copy of its own
+    if pub.rewrites:
+        mqs = list(mqs)
+        for at, q in pub.rewrites.items():
+            mqs[at] = MessageQueue(q.broker, q.queue_id, row.topic)
     sent = (row.broker_name, row.queue_id)  # the queue the failed attempt took
     failed = [i for i in facts.where.get(sent, ()) if i not in pub.rewrites]
     failed += [at for at, q in pub.rewrites.items() if (q.broker, q.queue_id) == sent]

@@ -383,16 +383,22 @@ class ScopeTables:
                 self.time[sel],
                 self.dur[sel],
             )
-        self._positions: dict[str, np.ndarray] | None = None
+        self._by_key: tuple[dict[str, int], np.ndarray, np.ndarray] | None = None
         self._fields: list[list[Any]] | None = None
         self.views: dict[str, _Table] = {}
         self._results: dict[str, int] | None = None
 
     def positions(self, key: str) -> np.ndarray:
-        if self._positions is None:
-            rows = np.arange(len(self._key_codes))
-            self._positions = _grouped(self._key_codes, self._key_names, rows)
-        return self._positions.get(key, np.zeros(0, dtype=np.int64))
+        """The key's rows, in order."""
+        if self._by_key is None:  # the rows sorted by key once; a key's are a slice of them
+            names = {name: code for code, name in enumerate(self._key_names)}
+            ends = np.cumsum(np.bincount(self._key_codes, minlength=len(names)))
+            self._by_key = (names, np.argsort(self._key_codes, kind="stable"), ends)
+        names, order, ends = self._by_key
+        code = names.get(key)
+        if code is None:
+            return np.zeros(0, dtype=np.int64)
+        return order[(int(ends[code - 1]) if code else 0) : int(ends[code])]
 
     def item(self, row: int) -> FaultItem:
         """The FaultItem row ``row`` leaves."""
