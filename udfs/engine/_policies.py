@@ -89,8 +89,8 @@ def govern(
     todo = sorted(points)
     i = 0
     while True:  # the points in time order, with the deadlines they set on the way
-        due = [(t, 0, "") for t in g.deadlines(clock_end)]
-        key = min([*due, *todo[i : i + 1]], default=None)
+        due = g.deadline(clock_end)
+        key = min([*todo[i : i + 1], *([] if due is None else [(due, 0, "")])], default=None)
         if key is None:
             break
         i += int(i < len(todo) and todo[i] == key)
@@ -116,10 +116,14 @@ class _Governor:
         """The last point's brokers held out (their ends), the cap's waivers and the routes it
         judged them on: what a point that only moves ends keeps (:meth:`_ends_only`)."""
 
-    def deadlines(self, clock_end: int) -> set[int]:
-        """The outlier isolations and probations that end by ``clock_end``, not yet applied."""
-        ends = [o.until for o in self.p.outlier.values()] + list(self.p.probe.values())
-        return {u for u in ends if self.done < (u, 0, "") and u <= clock_end}
+    def deadline(self, clock_end: int) -> int | None:
+        """The first end of an outlier isolation or a probation by ``clock_end`` not yet
+        applied: after the last point's time (a deadline's point, ``(u, 0, "")``, comes before
+        any other point at its time ``u``)."""
+        done = self.done[0]
+        ends = [o.until for o in self.p.outlier.values()]
+        ends += self.p.probe.values()
+        return min((u for u in ends if done < u <= clock_end), default=None)
 
     def at(self, key: Key, base: list[Change], close: dict[str, Any] | None) -> None:
         """Everything at one point: an event's (or a deadline's) FaultTable rows, a window's
@@ -204,8 +208,9 @@ class _Governor:
         if last is None or close is not None or last[2] is not routes or last[1]:
             return None
         held, changed = last[0], {c.broker for c in base}
-        ends = [u for b, u in held.items() if b not in changed]  # a change replaces its end
-        ends += [*(o.until for o in p.outlier.values()), *p.probe.values()]
+        ends = [*(o.until for o in p.outlier.values()), *p.probe.values()]
+        if min(held.values(), default=t + 1) <= t:  # else none of them ends by t
+            ends += [u for b, u in held.items() if b not in changed]  # a change replaces its end
         if min(ends, default=t + 1) <= t:
             return None
         raw = dict(held)
