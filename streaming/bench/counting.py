@@ -42,6 +42,12 @@ class Seconds:
     def pause(self) -> None:
         """Nothing to stop: CPU time is always read."""
 
+    unit = "ms"
+    """What :meth:`short` gives a value in."""
+
+    def short(self, value: float) -> str:
+        return f"{value * 1000:,.0f}"
+
     def span(self, value: float) -> str:
         return f"{value:.2f} s"
 
@@ -83,6 +89,11 @@ class Instructions(Seconds):
             if found is None:
                 raise RuntimeError(f"callgrind wrote no totals in {dump}")
             self._total += int(found.group(1))
+
+    unit = "M instructions"
+
+    def short(self, value: float) -> str:
+        return f"{value / 1e6:,.0f}"
 
     def span(self, value: float) -> str:
         return f"{value / 1e9:.3f} G instructions"

@@ -20,11 +20,14 @@ Parsing is left out: every shard parses every record (the Spark benchmark shows 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import sys
 import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -34,7 +37,15 @@ from streaming.bench import throughput as bench
 from streaming.config import engine_config, load_job_config
 from streaming.job.sources.files import list_files
 from udfs import engine
+from udfs.engine import _output
 from udfs.parse import parse
+
+STAGES = (
+    "quarantine", "admit", "expand", "segments", "sends_of", "touch", "spent_budget",
+    "next_steps", "follow", "record", "open_tables", "decide", "settle", "govern",
+    "release_router", "publish", "schedule_batch", "transact", "remember_answers", "evict",
+)  # fmt: skip
+"""The stages :func:`udfs.engine.advance` calls by these names from its own module."""
 
 
 def _batches(
@@ -70,6 +81,35 @@ def _shards(count: int) -> list[engine.Shard]:
     return [engine.Shard(i, count) for i in range(count)] if count > 1 else [engine.WHOLE]
 
 
+@contextlib.contextmanager
+def staged(clock: counting.Seconds, costs: dict[str, float]) -> Iterator[None]:
+    """While open, each stage of the engine (:data:`STAGES`, and the output's tables made at
+    the end, ``frames``) adds what it costs on ``clock`` to ``costs``: its function is wrapped in
+    the engine's module, and put back on leaving."""
+
+    def timed(name: str, stage: Callable[..., Any]) -> Callable[..., Any]:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            started = clock.read()
+            try:
+                return stage(*args, **kwargs)
+            finally:
+                costs[name] = costs.get(name, 0.0) + clock.read() - started
+
+        return run
+
+    kept = {name: getattr(engine, name) for name in STAGES}
+    frames = _output.Out.frames
+    try:
+        for name, stage in kept.items():
+            setattr(engine, name, timed(name, stage))
+        _output.Out.frames = timed("frames", frames)  # type: ignore[method-assign]
+        yield
+    finally:
+        for name, stage in kept.items():
+            setattr(engine, name, stage)
+        _output.Out.frames = frames  # type: ignore[method-assign]
+
+
 def _run(
     cluster: str,
     batches: list[pd.DataFrame],
@@ -78,20 +118,26 @@ def _run(
     parts: list[dict[str, int]] | None = None,
     clock: counting.Seconds = counting.CPU_TIME,
     rows: list[dict[str, int]] | None = None,
+    stages: list[dict[str, float]] | None = None,
 ) -> list[list[tuple[float, float, int]]]:
     """Per batch, per shard: (seconds, of which the state's, state bytes); or what ``clock``
     reads instead of seconds. ``parts`` receives the first shard's state by part after each
-    batch (:func:`udfs.engine.footprint`), ``rows`` its rows per table."""
+    batch (:func:`udfs.engine.footprint`), ``rows`` its rows per table, ``stages`` its cost by
+    stage (:func:`staged`; the state's decoding and encoding as ``loads`` and ``dumps``, and
+    what no stage takes as ``other``)."""
     saved: dict[int, str] = {}
     figures = []
     for events in batches:
         row = []
         for index, shard in enumerate(shards):
+            costs: dict[str, float] = {}
             gc.disable()  # as the operator runs a step
             started = clock.read()
             state = engine.loads(saved[index]) if index in saved else None
             loaded = clock.read()
-            step = engine.advance(cluster, state, events, config, shard)
+            timing = stages is not None and index == 0
+            with staged(clock, costs) if timing else contextlib.nullcontext():
+                step = engine.advance(cluster, state, events, config, shard)
             stepped = clock.read()
             saved[index] = engine.dumps(step.state)
             done = clock.read()
@@ -101,6 +147,11 @@ def _run(
                 parts.append(engine.footprint(step.state))
             if rows is not None and index == 0:
                 rows.append({name: len(table) for name, table in step.tables.items()})
+            if timing:
+                assert stages is not None
+                costs["other"] = stepped - loaded - sum(costs.values())
+                costs.update(loads=loaded - started, dumps=done - stepped)
+                stages.append(costs)
         figures.append(row)
     clock.pause()
     return figures

@@ -24,10 +24,13 @@ cost, and what each may cost for the large fleet to run at 0.8x the small one's 
 
     python -m streaming.bench.fleets [--days all | shipped,tenth-down,fiftieth-slow,rolling]
                                      [--batch 50000] [--runs 2] [--small 16x20] [--large 1000x5000]
-                                     [--minutes 5] [--count]
+                                     [--minutes 5] [--count] [--stages]
 
 ``--count`` counts instructions instead (:mod:`streaming.bench.counting`): the ratios come out
-the same from run to run, whatever else the machine runs.
+the same from run to run, whatever else the machine runs. ``--stages`` adds a line per bad day:
+each stage's cost per steady batch in both fleets (the engine's stages by name, the state's
+decoding and encoding as ``loads`` and ``dumps``, the output's tables as ``frames``, the rest as
+``other``), the stages where the large fleet pays most beyond the small one first.
 """
 
 from __future__ import annotations
@@ -66,6 +69,9 @@ class Measured(NamedTuple):
     """Bytes per steady batch."""
     decisions: float
     """Rows of :data:`DECISIONS` per steady batch."""
+    stages: dict[str, float]
+    """Per steady batch, each stage's cost in the clock's unit, in its first run
+    (:func:`streaming.bench.engine.staged`); empty unless asked for."""
 
 
 def spread(count: int, share: int) -> list[int]:
@@ -146,19 +152,25 @@ def fleet(day: str, brokers: int, producers: int, minutes: int) -> dict[str, Any
     }
 
 
-def measure(scenarios: list[str], batch: int, runs: int, clock: counting.Seconds) -> list[Measured]:
+def measure(
+    scenarios: list[str], batch: int, runs: int, clock: counting.Seconds, stages: bool = False
+) -> list[Measured]:
     """Each scenario's (name or path) events, and its steady seconds (or what ``clock`` reads),
-    state bytes and decisions per batch. The scenarios take turns run after run, so that a slow
-    minute of the machine falls on each, and each batch's time is the least of its ``runs``."""
+    state bytes and decisions per batch, and with ``stages`` its cost by stage. The scenarios
+    take turns run after run, so that a slow minute of the machine falls on each, and each
+    batch's time is the least of its ``runs``."""
     config = engine_config(load_job_config(None, {"source": "files", "path": "."}))
     parsed = [bench_engine._batches(scenario, 1, 1, batch) for scenario in scenarios]
     figures: list[list[Any]] = [[] for _ in scenarios]
     rows: list[list[dict[str, int]]] = [[] for _ in scenarios]
+    costs: list[list[dict[str, float]]] = [[] for _ in scenarios]
     gc.collect()
     gc.freeze()  # the parsed batches stay: no collection walks them
     try:
         for run in range(runs):
-            for (cluster, batches), runs_of, rows_of in zip(parsed, figures, rows, strict=True):
+            for (cluster, batches), runs_of, rows_of, costs_of in zip(
+                parsed, figures, rows, costs, strict=True
+            ):
                 runs_of.append(
                     bench_engine._run(
                         cluster,
@@ -167,21 +179,27 @@ def measure(scenarios: list[str], batch: int, runs: int, clock: counting.Seconds
                         [engine.WHOLE],
                         clock=clock,
                         rows=rows_of if run == 0 else None,
+                        stages=costs_of if run == 0 and stages else None,
                     )
                 )
     finally:
         gc.unfreeze()
     measured = []
-    for (_, batches), runs_of, rows_of in zip(parsed, figures, rows, strict=True):
+    for (_, batches), runs_of, rows_of, costs_of in zip(parsed, figures, rows, costs, strict=True):
         whole = bench_engine._least(runs_of)
         steady = [b for b in range(1, len(batches)) if len(batches[b]) == len(batches[0])]
         steady = steady or list(range(len(batches)))
+        by_stage: dict[str, float] = {}
+        for b in steady if costs_of else ():
+            for name, cost in costs_of[b].items():
+                by_stage[name] = by_stage.get(name, 0.0) + cost
         measured.append(
             Measured(
                 sum(len(b) for b in batches),
                 sum(whole[b][0][0] for b in steady) / len(steady),
                 sum(whole[b][0][2] for b in steady) / len(steady),
                 sum(rows_of[b].get(t, 0) for b in steady for t in DECISIONS) / len(steady),
+                {name: cost / len(steady) for name, cost in by_stage.items()},
             )
         )
     return measured
@@ -217,6 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--large", default="1000x5000", help="brokers x producers")
     parser.add_argument("--minutes", type=int, default=5, help="of traffic (made fleets)")
     parser.add_argument("--count", action="store_true", help="count instructions (callgrind)")
+    parser.add_argument("--stages", action="store_true", help="also each stage's cost")
     args = parser.parse_args(argv)
     if args.count and not counting.inside():
         return counting.rerun("streaming.bench.fleets", sys.argv[1:] if argv is None else argv)
@@ -242,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
                 path = Path(folder) / f"{spec['name']}.yaml"
                 path.write_text(yaml.safe_dump(spec, sort_keys=False))
                 names.append(str(path))
-            measured = measure(names, args.batch, args.runs, clock)
+            measured = measure(names, args.batch, args.runs, clock, args.stages)
             for size, m in zip((args.small, args.large), measured, strict=True):
                 print(
                     f"  {day:<13} {size:>10}: {m.events:>8,} events; {clock.span(m.cost)}, "
@@ -255,7 +274,17 @@ def main(argv: list[str] | None = None) -> int:
                 f"speed per event, and writes {large.state / small.state:.2f}x its state per batch"
             )
             print(f"{day}: {_per_decision(small, large, clock)}")
+            if args.stages:
+                print(f"{day}: {_by_stage(small, large, clock)}")
     return 0
+
+
+def _by_stage(small: Measured, large: Measured, clock: counting.Seconds) -> str:
+    """Each stage's cost per steady batch in both fleets, the large fleet's extra first."""
+    before = small.stages.get
+    names = sorted(large.stages, key=lambda n: before(n, 0) - large.stages[n])
+    both = [f"{n} {clock.short(before(n, 0))} / {clock.short(large.stages[n])}" for n in names]
+    return f"by stage, small / large per steady batch in {clock.unit}: " + ", ".join(both)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,12 @@ import pytest
 
 from streaming.bench import engine as bench_engine
 from streaming.bench import evaluate, fleets, summaries
+from streaming.config import engine_config, load_job_config
+from udfs import engine
+from udfs.engine._output import Out
+from udfs.engine._routing import decide
+
+frames = Out.frames
 
 
 def test_it_prints_each_batch_whole_and_sharded_then_the_steady_figures(
@@ -79,6 +85,40 @@ def test_the_fleets_bad_days_are_measured_small_against_large(
     assert len(lines) == 1 + len(expected)
     for line, pattern in zip(lines[1:], expected, strict=True):
         assert re.fullmatch(pattern, line), (line, pattern)
+
+
+def test_each_stage_of_a_step_is_priced_and_the_stages_add_up_to_the_step() -> None:
+    cluster, batches = bench_engine._batches("quick", 1, 1, 700)
+    config = engine_config(load_job_config(None, {"source": "files", "path": "."}))
+    costs: list[dict[str, float]] = []
+    figures = bench_engine._run(cluster, batches, config, [engine.WHOLE], stages=costs)
+    assert len(costs) == len(figures) == 3
+    named = {*bench_engine.STAGES, "frames", "loads", "dumps", "other"}
+    for ((whole, _, _),), parts in zip(figures, costs, strict=True):
+        assert {"admit", "open_tables", "decide", "settle", "publish", "frames"} <= parts.keys()
+        assert parts.keys() <= named and {"loads", "dumps", "other"} <= parts.keys()
+        assert min(parts.values()) >= -1e-9 and parts["open_tables"] > 0
+        assert sum(parts.values()) == pytest.approx(whole)
+    # the engine's own stages are put back: a step after it is not priced
+    assert engine.decide is decide and Out.frames is frames
+
+
+def test_the_fleets_stages_are_printed_the_large_fleets_extra_first(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ["--days", "tenth-down", "--small", "8x10", "--large", "40x50", "--batch", "2000",
+            "--runs", "1", "--minutes", "1", "--stages"]  # fmt: skip
+    assert fleets.main(args) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    found = re.fullmatch(r"tenth-down: by stage, small / large per steady batch in ms: (.*)", last)
+    assert found is not None, last
+    stages = [re.fullmatch(r"(\w+) ([\d,]+) / ([\d,]+)", part) for part in found[1].split(", ")]
+    assert all(stages), found[1]
+    names = [m[1] for m in stages if m is not None]
+    assert {"decide", "open_tables", "loads", "dumps", "other"} <= set(names)
+    extra = [int(m[3].replace(",", "")) - int(m[2].replace(",", "")) for m in stages if m]
+    # the large fleet's largest extra first: each figure is rounded to 1 ms, its extra to 2
+    assert extra[0] >= max(extra) - 2
 
 
 def test_a_made_fleet_has_its_bad_day_in_proportion() -> None:
