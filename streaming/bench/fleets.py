@@ -30,7 +30,9 @@ cost, and what each may cost for the large fleet to run at 0.8x the small one's 
 the same from run to run, whatever else the machine runs. ``--stages`` adds a line per bad day:
 each stage's cost per steady batch in both fleets (the engine's stages by name, the state's
 decoding and encoding as ``loads`` and ``dumps``, the output's tables as ``frames``, the rest as
-``other``), the stages where the large fleet pays most beyond the small one first.
+``other``), the stages where the large fleet pays most beyond the small one first. Under
+``--count`` each stage's reading has callgrind write out its counts, about fifty times a batch:
+the run takes well over twice as long.
 """
 
 from __future__ import annotations
