@@ -31,7 +31,7 @@ the same from run to run, whatever else the machine runs. ``--stages`` adds a li
 each stage's cost per steady batch in both fleets (the engine's stages by name, the state's
 decoding and encoding as ``loads`` and ``dumps``, the output's tables as ``frames``, the rest as
 ``other``), the stages where the large fleet pays most beyond the small one first. Under
-``--count`` each stage's reading has callgrind write out its counts, about fifty times a batch:
+``--count`` each stage's reading has callgrind write out its counts, about forty times a batch:
 the run takes well over twice as long.
 """
 
