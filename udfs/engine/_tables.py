@@ -104,6 +104,9 @@ def report_rows(
     }
 
 
+_FEW = 64
+"""Up to this many rows, :meth:`ScopeTables.each_broker` groups them with a dict."""
+
 _NO_ITEM = Item("", 0, NO_ITEM, True, NO_ITEM, False, "")
 """What a pair without a FaultItem before the batch starts from."""
 
@@ -129,9 +132,9 @@ class _Items(Mapping[str, FaultItem]):
         self._made: dict[str, FaultItem] = {}
         self._later: dict[str, int | Item] = dict(init)
 
-    def update(self, brokers: list[str], rows: list[int]) -> None:
-        """Each broker's item is now that of its last row here (rows in order)."""
-        self._later.update(zip(brokers, rows, strict=True))
+    def update(self, rows: dict[str, int]) -> None:
+        """Each broker's item is now that of its row in ``rows``."""
+        self._later.update(rows)
 
     def _make(self, broker: str, later: int | Item) -> FaultItem:
         made = self._item(later) if isinstance(later, int) else _fault_item(later)
@@ -180,9 +183,7 @@ class _Table:
         self.order = _ConcurrentHashMapOrder(
             self.tstate.cap, [it.broker for it in self.tstate.items]
         )
-        # each broker's first row (the reversed pairs leave the first one of each in the dict)
-        brokers, at = scope.broker[positions].tolist(), positions.tolist()
-        firsts = dict(zip(reversed(brokers), reversed(at), strict=True))
+        firsts = scope.each_broker(positions, last=False)
         self.insertions = sorted((p, b) for b, p in firsts.items() if b not in self.init)
         self.removals: list[tuple[str, int, int, str]] = []  # broker, pos, time, event_id
         self.removed_after: dict[str, int] = {}
@@ -224,8 +225,7 @@ class _Table:
         """Apply this key's rows after ``_cursor`` up to ``pos``: the last one of each broker."""
         lo = int(np.searchsorted(self.positions, self._cursor, side="right"))
         hi = int(np.searchsorted(self.positions, pos, side="right"))
-        rows = self.positions[lo:hi]
-        self._current.update(self.scope.broker[rows].tolist(), rows.tolist())
+        self._current.update(self.scope.each_broker(self.positions[lo:hi], last=True))
         self._cursor = pos
 
     def snapshot(self, pos: int, rng: random.Random) -> FaultTable:
@@ -416,10 +416,34 @@ class ScopeTables:
             self.views[key] = _Table(self, key, self.positions(key))
         return self.views[key]
 
+    def each_broker(self, rows: np.ndarray, last: bool) -> dict[str, int]:
+        """The brokers of ``rows`` (positions, in order), each with its first row there, or
+        with ``last`` its last, in the order the brokers first appear."""
+        if len(rows) <= _FEW:  # a dict is quicker than numpy for a few rows
+            brokers, at = self.broker[rows].tolist(), rows.tolist()
+            if last:
+                return dict(zip(brokers, at, strict=True))
+            firsts = dict(zip(reversed(brokers), reversed(at), strict=True))
+            return dict(reversed(firsts.items()))
+        codes, at, n = self.broker_codes[rows], np.arange(len(rows)), len(rows)
+        first = np.full(len(self.broker_code_names), n)
+        np.minimum.at(first, codes, at)
+        met = np.flatnonzero(first < n)
+        met = met[np.argsort(first[met])]
+        if last:
+            ends = np.zeros(len(first), dtype=np.int64)
+            np.maximum.at(ends, codes, at)
+            chosen = ends[met]
+        else:
+            chosen = first[met]
+        names = self.broker_code_names
+        return dict(zip([names[c] for c in met.tolist()], rows[chosen].tolist(), strict=True))
+
     def position_of(self, event_id: str) -> int:
-        """The position of the event's result row (its own update comes before its decision)."""
+        """The position of the result row of a retried send (its own update comes before its
+        decision): only a send that was not ``SEND_OK`` is retried."""
         if self._results is None:
-            results = self.phase == 1
+            results = (self.phase == 1) & (self.outcome != Outcome.SEND_OK.value)
             self._results = dict(
                 zip(
                     self.event_id[results].tolist(),
