@@ -8,12 +8,13 @@ import re
 import pandas as pd
 import pytest
 
+from streaming.bench import counting, evaluate, fleets, summaries
 from streaming.bench import engine as bench_engine
-from streaming.bench import evaluate, fleets, summaries
 from streaming.config import engine_config, load_job_config
 from udfs import engine
 from udfs.engine._output import Out
 from udfs.engine._routing import decide
+from udfs.vocabulary import EventKind
 
 frames = Out.frames
 
@@ -150,6 +151,24 @@ def test_a_summary_is_priced_against_the_sends_it_stands_for(
     # the summaries stand for fewer records than the sends they replace, and some of them
     assert 0 < int(summarized.group(1).replace(",", "")) < int(sends.group(1).replace(",", ""))
     assert re.fullmatch(r"a summary costs -?\d+\.\d\dx a send", lines[3])
+
+
+def test_a_summarys_cost_by_stage_adds_up_to_its_cost(capsys: pytest.CaptureFixture[str]) -> None:
+    _, batches = bench_engine._batches("quick", 1, 1, 1000, "summary")
+    kinds = [b["kind"] == EventKind.SEND_SUMMARY for b in batches]
+    stages: dict[str, float] = {}
+    count, each = summaries.marginal(batches, kinds, 1, counting.CPU_TIME, stages)
+    assert count > 0 and {"expand", "open_tables", "settle", "other"} <= set(stages)
+    assert sum(stages.values()) == pytest.approx(each)
+    args = ["--scenario", "quick", "--repeat", "1", "--summary-repeat", "1", "--batch", "1000",
+            "--runs", "1", "--stages"]  # fmt: skip
+    assert summaries.main(args) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    found = re.fullmatch(r"by stage, a send / a summary \(the summary's extra first\): (.*)", last)
+    assert found is not None, last
+    each_stage = r"(\w+) -?[\d.]+ us / -?[\d.]+ us"
+    parts = [re.fullmatch(each_stage, part) for part in found[1].split(", ")]
+    assert all(parts) and {"expand", "decide"} <= {m[1] for m in parts if m}, found[1]
 
 
 def test_counted_a_summary_costs_more_than_a_send_and_less_than_three(
